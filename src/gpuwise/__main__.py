@@ -1,0 +1,3 @@
+from gpuwise.cli import main
+
+main()
