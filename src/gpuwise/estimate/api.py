@@ -1,0 +1,120 @@
+"""The estimate: memory (and later speed and cost) for one model, workload and deployment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.params import count_params
+from gpuwise.errors import InputError
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.constants import engine_constants
+from gpuwise.estimate.fit import suggest_fixes
+from gpuwise.estimate.memory_infer import infer_memory
+from gpuwise.estimate.memory_train import train_memory
+from gpuwise.estimate.weights import checkpoint_format
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.i18n import Text
+from gpuwise.units import GiB
+
+SCHEMA_VERSION = 1
+
+
+def estimate_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
+    """The pure, fast path: per-GPU memory and whether it fits."""
+    return train_memory(model, w, d) if w.is_training else infer_memory(model, w, d)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelArch
+    workload: Workload
+    deployment: Deployment
+    memory: MemoryResult
+    warnings: tuple[Text, ...]
+    suggestions: tuple[Text, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    def to_dict(self) -> dict[str, Any]:
+        mem, d, w = self.memory, self.deployment, self.workload
+        params = count_params(self.model)
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "model": {"name": self.model.name, "params_total": params.total,
+                      "params_active": params.active, "approximate": self.model.approximate},
+            "card": d.card.id, "gpus": d.gpus, "task": w.task,
+            "engine": d.engine if not w.is_training else None,
+            "weights": w.weights if w.weights != "auto" else checkpoint_format(self.model),
+            "memory": mem.breakdown.to_dict(),
+            "usable_bytes": round(mem.usable),
+            "fits": mem.fits,
+            "headroom_bytes": round(mem.usable - mem.breakdown.required),
+            "host": mem.host.to_dict(),
+            "warnings": [t.en for t in self.warnings],
+            "warnings_zh": [t.zh for t in self.warnings],
+            "suggestions": [t.en for t in self.suggestions],
+            "suggestions_zh": [t.zh for t in self.suggestions],
+        }
+        if mem.capacity is not None:
+            out["capacity"] = mem.capacity.to_dict()
+        if d.margin and not w.is_training:
+            out["margin"] = _margin(self)
+        return out
+
+
+def _margin(e: Estimate) -> dict[str, Any]:
+    """The guides' rule of thumb for online serving: plan twice the weights' memory per GPU,
+    so KV cache and bursts have as much room again. Shown apart; it never changes `fits`."""
+    weights = e.memory.breakdown.component("weights")
+    need = 2 * weights + e.memory.breakdown.component("overhead")
+    return {"rule": "2x weights", "required_bytes": round(need), "meets": need <= e.memory.usable}
+
+
+def _check_context(model: ModelArch, w: Workload) -> None:
+    if w.is_training or w.context <= model.max_context:
+        return
+    raise InputError(Text(
+        f"--context {w.context:,} exceeds {model.name}'s maximum of {model.max_context:,} tokens.",
+        f"--context {w.context:,} 超过 {model.name} 的最大上下文 {model.max_context:,}。"),
+        hint=Text("Pass --allow-long-context if you extend it with RoPE scaling.",
+                  "若用 RoPE 缩放扩展了上下文，请加 --allow-long-context。"))
+
+
+def _warnings(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> list[Text]:
+    card = d.card
+    found = list(model.notes)
+    fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
+    if fmt == "fp8" and card.dense_tflops("fp8") is None:
+        if d.engine != "vllm" or w.is_training:
+            raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
+                                  f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),
+                             hint=Text("Use --engine vllm (weight-only FP8 via Marlin) or --weights int8/bf16.",
+                                       "请用 --engine vllm（Marlin 仅权重 FP8）或 --weights int8/bf16。"))
+        found.append(Text(f"{card.name} has no FP8 compute: vLLM runs FP8 weights weight-only (Marlin W8A16).",
+                          f"{card.name} 不支持 FP8 计算：vLLM 以仅权重方式（Marlin W8A16）运行 FP8 权重。"))
+    if not w.is_training and d.engine == "vllm":
+        graphs = engine_constants()["vllm"]["cuda_graph_gib"] * GiB
+        if (1 - d.gpu_memory_utilization) * card.usable_bytes < graphs:
+            found.append(Text("--gpu-memory-utilization leaves less than the ~0.5 GiB CUDA graphs need.",
+                              "--gpu-memory-utilization 留下的显存不足 CUDA graph 所需的约 0.5 GiB。"))
+        if mem.capacity is not None and mem.capacity.max_concurrency < 1:
+            found.append(Text(f"vLLM would refuse to start: one {w.context:,}-token request needs more KV "
+                              "cache than the pool holds.",
+                              f"vLLM 将无法启动：一个 {w.context:,} token 的请求所需 KV 超过 KV 池容量。"))
+    return found
+
+
+def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context: bool = False,
+             suggest: bool = True) -> Estimate:
+    """Memory per GPU, fit verdict, warnings and (when it does not fit) the nearest fixes."""
+    if not allow_long_context:
+        _check_context(model, w)
+    mem = estimate_memory(model, w, d)
+    warnings = _warnings(model, w, d, mem)
+    fixes = suggest_fixes(model, w, d, mem, estimate_memory) if suggest and not mem.fits else ()
+    return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
+                    suggestions=fixes)

@@ -1,0 +1,85 @@
+"""The typed result of a memory estimate: bytes per GPU by component, each with its why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuwise.i18n import Text
+
+COMPONENTS = ("weights", "kv_cache", "activations", "gradients", "optimizer", "overhead")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the breakdown: which component it adds to, bytes per GPU, and the formula."""
+
+    key: str
+    component: str
+    bytes: float
+    why: Text
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    items: tuple[Item, ...]
+    kv_pool: float = 0.0  # vLLM: the pool it pre-allocates (>= kv_cache when it fits)
+
+    def component(self, name: str) -> float:
+        return sum(i.bytes for i in self.items if i.component == name)
+
+    @property
+    def required(self) -> float:
+        """The least the job needs per GPU."""
+        return sum(i.bytes for i in self.items)
+
+    @property
+    def total(self) -> float:
+        """What the process holds per GPU (a vLLM pool larger than needed included)."""
+        return self.required + max(0.0, self.kv_pool - self.component("kv_cache"))
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {name: round(self.component(name)) for name in COMPONENTS}
+        out["total"] = round(self.total)
+        out["required"] = round(self.required)
+        if self.kv_pool:
+            out["kv_pool"] = round(self.kv_pool)
+        out["items"] = [{"name": i.key, "component": i.component, "bytes": round(i.bytes),
+                         "why": i.why.en, "why_zh": i.why.zh} for i in self.items]
+        return out
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Inference headroom: how many KV tokens fit, and what that allows."""
+
+    kv_tokens: int
+    max_concurrency: float
+    max_context: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kv_tokens": self.kv_tokens, "max_concurrency": round(self.max_concurrency, 2),
+                "max_context": self.max_context}
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    """What leaves the GPU: CPU RAM and NVMe needed by offloading (whole node)."""
+
+    cpu_ram: float = 0.0
+    nvme: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"cpu_ram": round(self.cpu_ram), "nvme": round(self.nvme)}
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    breakdown: MemoryBreakdown
+    usable: float  # bytes per GPU the job may use (engine budget applied)
+    capacity: Capacity | None = None
+    host: HostMemory = field(default_factory=HostMemory)
+    warnings: tuple[Text, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return self.breakdown.required <= self.usable

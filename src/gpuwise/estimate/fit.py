@@ -1,0 +1,84 @@
+"""When a job does not fit: the nearest changes that would make it fit, each re-estimated."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.i18n import Text
+
+MemoryFn = Callable[[ModelArch, Workload, Deployment], MemoryResult]
+Change = tuple[Text, Workload, Deployment]
+
+
+def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> Iterator[Change]:
+    rep = dataclasses.replace
+    for fmt in ("fp8", "int4"):
+        if w.weights not in (fmt, "int4", "nf4") and not w.weights.startswith("gguf"):
+            yield Text(f"store the weights as {fmt} (--weights {fmt})",
+                       f"权重改用 {fmt}（--weights {fmt}）"), rep(w, weights=fmt), d
+    if w.kv_dtype not in ("fp8", "int8", "q4_0", "q8_0"):
+        yield Text("use an FP8 KV cache (--kv-dtype fp8)", "KV 缓存改用 FP8（--kv-dtype fp8）"), \
+            rep(w, kv_dtype="fp8"), d
+    for gpus in (2, 4, 8):
+        if gpus > d.gpus and model.num_heads % gpus == 0:
+            yield Text(f"use {gpus} GPUs with tensor parallel (--gpus {gpus})",
+                       f"用 {gpus} 张卡做张量并行（--gpus {gpus}）"), w, rep(d, gpus=gpus, tp=0)
+    cap = mem.capacity
+    if cap is not None and 0 < cap.max_context < w.context:
+        yield Text(f"shorten the context to {cap.max_context:,} tokens (--context {cap.max_context})",
+                   f"把上下文缩短到 {cap.max_context:,} token（--context {cap.max_context}）"), \
+            rep(w, context=cap.max_context), d
+    if cap is not None and 1 <= int(cap.max_concurrency) < w.concurrency:
+        n = int(cap.max_concurrency)
+        yield Text(f"serve at most {n} sequences at once (--concurrency {n})",
+                   f"并发降到 {n}（--concurrency {n}）"), rep(w, concurrency=n), d
+    if d.offload == "none":
+        yield Text("offload weights to CPU RAM (--offload cpu; slow: streamed over PCIe every step)",
+                   "把部分权重卸载到内存（--offload cpu；每步经 PCIe 传输，较慢）"), w, rep(d, offload="cpu")
+
+
+def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
+    rep = dataclasses.replace
+    if w.grad_ckpt != "full":
+        yield Text("turn on full activation checkpointing (--grad-ckpt full)",
+                   "开启完整激活重计算（--grad-ckpt full）"), rep(w, grad_ckpt="full"), d
+    if w.micro_batch > 1:
+        yield Text("use micro-batch 1 with gradient accumulation (--micro-batch 1)",
+                   "用 micro-batch 1 加梯度累积（--micro-batch 1）"), rep(w, micro_batch=1), d
+    if w.optimizer == "adamw":
+        yield Text("use 8-bit AdamW (--optimizer adamw8bit)", "改用 8-bit AdamW（--optimizer adamw8bit）"), \
+            rep(w, optimizer="adamw8bit"), d
+    for gpus in (2, 4, 8):
+        if gpus > d.gpus and w.task != "qlora":
+            yield Text(f"shard with ZeRO-3 / FSDP over {gpus} GPUs (--gpus {gpus} --zero 3)",
+                       f"用 ZeRO-3 / FSDP 切分到 {gpus} 张卡（--gpus {gpus} --zero 3）"), w, rep(d, gpus=gpus, zero=3)
+    if w.task in ("full", "pretrain"):
+        yield Text("fine-tune with LoRA instead (--task lora)", "改用 LoRA 微调（--task lora）"), rep(w, task="lora"), d
+    if w.task in ("full", "pretrain", "lora"):
+        yield Text("use QLoRA on a 4-bit base (--task qlora)", "改用 4-bit 基座的 QLoRA（--task qlora）"), \
+            rep(w, task="qlora"), rep(d, zero=min(d.zero, 2))
+    if d.offload == "none" and w.task != "qlora":
+        yield Text("offload optimizer and weights to CPU RAM (--zero 3 --offload cpu)",
+                   "把优化器状态与权重卸载到内存（--zero 3 --offload cpu）"), w, rep(d, zero=3, offload="cpu")
+
+
+def suggest_fixes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
+                  memory_fn: MemoryFn, limit: int = 4) -> tuple[Text, ...]:
+    """Up to `limit` single changes that make the job fit, nearest first."""
+    changes = _train_changes(model, w, d) if w.is_training else _infer_changes(model, w, d, mem)
+    found: list[Text] = []
+    for text, w2, d2 in changes:
+        try:
+            result = memory_fn(model, w2, d2)
+        except GpuwiseError:
+            continue
+        if result.fits:
+            found.append(text)
+        if len(found) >= limit:
+            break
+    return tuple(found)

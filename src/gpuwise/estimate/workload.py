@@ -1,0 +1,108 @@
+"""What the user wants to run, and on what: validated, frozen inputs to every estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuwise.catalog.cards import Card
+from gpuwise.errors import InputError
+from gpuwise.i18n import Text
+
+Task = Literal["infer", "full", "lora", "qlora", "pretrain"]
+Engine = Literal["vllm", "transformers", "llamacpp"]
+Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
+GradCkpt = Literal["none", "selective", "full"]
+Offload = Literal["none", "cpu", "nvme"]
+TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
+ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp")
+OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "sgd", "adafactor")
+GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full")
+OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+MAX_TOKENS = 1 << 27
+
+
+def _check(ok: bool, en: str, zh: str) -> None:
+    if not ok:
+        raise InputError(Text(en, zh))
+
+
+def _choice(value: str, choices: tuple[str, ...], flag: str) -> None:
+    _check(value in choices, f"{flag} must be one of {', '.join(choices)}; got '{value}'.",
+           f"{flag} 只能是 {', '.join(choices)} 之一，实际为“{value}”。")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The job: serving (task=infer) or training, with its sizes and precisions."""
+
+    task: Task = "infer"
+    weights: str = "auto"  # bf16 | fp16 | fp8 | int8 | int4 | nf4 | gguf:<TYPE> | auto
+    kv_dtype: str = "auto"  # auto (16-bit) | bf16 | fp16 | fp8 | int8 | q8_0 | q4_0
+    context: int = 4096  # prompt + output tokens per sequence (inference)
+    concurrency: int = 1  # sequences served at once
+    max_num_batched_tokens: int | None = None  # None: the engine's default
+    seq_len: int = 2048  # training sequence length
+    micro_batch: int = 1  # sequences per GPU per step
+    optimizer: Optimizer = "adamw"
+    grad_ckpt: GradCkpt = "none"
+    flash_attention: bool = True
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+
+    def __post_init__(self) -> None:
+        _choice(self.task, TASKS, "--task")
+        _choice(self.optimizer, OPTIMIZERS, "--optimizer")
+        _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")
+        for flag, value in (("--context", self.context), ("--concurrency", self.concurrency),
+                            ("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch),
+                            ("--lora-rank", self.lora_rank)):
+            _check(0 < value <= MAX_TOKENS, f"{flag} must be between 1 and {MAX_TOKENS:,}; got {value}.",
+                   f"{flag} 必须在 1 到 {MAX_TOKENS:,} 之间，实际为 {value}。")
+        if self.max_num_batched_tokens is not None:
+            _check(0 < self.max_num_batched_tokens <= MAX_TOKENS,
+                   f"--max-num-batched-tokens must be positive; got {self.max_num_batched_tokens}.",
+                   f"--max-num-batched-tokens 必须为正数，实际为 {self.max_num_batched_tokens}。")
+        bad = [t for t in self.lora_targets if t not in LORA_TARGETS]
+        _check(not bad, f"Unknown --lora-targets {', '.join(bad)}: use {', '.join(LORA_TARGETS)}.",
+               f"未知的 --lora-targets {', '.join(bad)}：可用 {', '.join(LORA_TARGETS)}。")
+
+    @property
+    def is_training(self) -> bool:
+        return self.task != "infer"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where it runs: card, GPU count, parallelism, engine and memory policy."""
+
+    card: Card
+    gpus: int = 1
+    tp: int = 0  # 0: inference uses all GPUs for TP; training uses 1
+    pp: int = 1
+    engine: Engine = "vllm"
+    gpu_memory_utilization: float = 0.9
+    zero: int = 0  # ZeRO stage; 3 = FSDP full sharding
+    offload: Offload = "none"
+    cpu_offload_gib: float = 0.0  # vLLM --cpu-offload-gb: weights per GPU kept in CPU RAM
+    gpu_layers: int | None = None  # llama.cpp -ngl; None = all layers on the GPU
+    nodes: int = 1
+    margin: bool = False  # the guides' x2 rule for online serving, shown apart
+    extra: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        _choice(self.engine, ENGINES, "--engine")
+        _choice(self.offload, OFFLOADS, "--offload")
+        _check(1 <= self.gpus <= 4096, f"--gpus must be between 1 and 4096; got {self.gpus}.",
+               f"--gpus 必须在 1 到 4096 之间，实际为 {self.gpus}。")
+        _check(0 <= self.tp <= self.gpus and self.pp >= 1,
+               f"--tp {self.tp} and --pp {self.pp} must fit in --gpus {self.gpus}.",
+               f"--tp {self.tp} 与 --pp {self.pp} 必须不超过 --gpus {self.gpus}。")
+        _check(0.05 <= self.gpu_memory_utilization <= 1.0,
+               f"--gpu-memory-utilization must be in (0.05, 1]; got {self.gpu_memory_utilization}.",
+               f"--gpu-memory-utilization 必须在 (0.05, 1] 之内，实际为 {self.gpu_memory_utilization}。")
+        _check(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3; got {self.zero}.",
+               f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")
+        _check(self.cpu_offload_gib >= 0, "--cpu-offload-gb must not be negative.",
+               "--cpu-offload-gb 不能为负数。")

@@ -1,0 +1,140 @@
+"""Memory estimate: engine semantics, training states, fit suggestions and properties."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuwise.catalog.cards import resolve_card
+from gpuwise.catalog.hf_config import arch_from_config
+from gpuwise.errors import InputError
+from gpuwise.estimate.api import estimate, estimate_memory
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.units import GiB
+from tests.test_params import LLAMA_31_8B
+
+LLAMA = arch_from_config(LLAMA_31_8B, "llama-3.1-8b")
+LLAMA_70B = arch_from_config({**LLAMA_31_8B, "hidden_size": 8192, "num_hidden_layers": 80,
+                              "num_attention_heads": 64, "intermediate_size": 28672}, "llama-70b")
+H100 = resolve_card("H100-SXM").card
+RTX4090 = resolve_card("4090").card
+
+
+def test_weights_of_llama_8b_in_bf16_are_its_bytes_on_disk() -> None:
+    mem = estimate_memory(LLAMA, Workload(context=16000), Deployment(card=H100))
+    # vLLM logs "Model loading took 14.99 GiB" for this checkpoint; 8,030,261,248 x 2 B = 14.96 GiB
+    assert mem.breakdown.component("weights") / GiB == pytest.approx(14.99, rel=0.02)
+
+
+def test_tensor_parallel_replicates_kv_heads_past_their_count() -> None:
+    w = Workload(context=8192, concurrency=4)
+    tp8 = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=8)).breakdown.component("kv_cache")
+    tp16_like = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=8, tp=8)).breakdown.component("kv_cache")
+    one = estimate_memory(LLAMA, w, Deployment(card=H100)).breakdown.component("kv_cache")
+    assert tp8 == pytest.approx(one / 8, rel=0.01)
+    assert tp16_like == tp8
+
+
+def test_a_tp_degree_that_does_not_divide_the_heads_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="does not divide"):
+        estimate_memory(LLAMA, Workload(), Deployment(card=H100, gpus=3))
+
+
+def test_70b_in_bf16_does_not_fit_one_80gb_card_and_suggests_fixes() -> None:
+    result = estimate(LLAMA_70B, Workload(weights="bf16"), Deployment(card=H100))
+    assert not result.fits
+    text = " ".join(s.en for s in result.suggestions)
+    assert "--gpus 2" in text or "--weights" in text
+
+
+def test_a_context_above_the_model_maximum_names_the_override() -> None:
+    with pytest.raises(InputError) as err:
+        estimate(LLAMA, Workload(context=200_000), Deployment(card=H100))
+    assert err.value.hint is not None and "--allow-long-context" in err.value.hint.en
+
+
+def test_full_finetune_of_8b_needs_about_16_bytes_per_parameter_of_states() -> None:
+    mem = estimate_memory(LLAMA, Workload(task="full"), Deployment(card=H100)).breakdown
+    states = mem.component("weights") + mem.component("gradients") + mem.component("optimizer")
+    assert states == pytest.approx(16 * 8_030_261_248, rel=0.001)
+
+
+def test_qlora_of_8b_fits_a_4090_and_full_finetune_does_not() -> None:
+    assert estimate_memory(LLAMA, Workload(task="qlora"), Deployment(card=RTX4090)).fits
+    assert not estimate_memory(LLAMA, Workload(task="full"), Deployment(card=RTX4090)).fits
+
+
+def test_offload_needs_a_zero_stage() -> None:
+    with pytest.raises(InputError, match="ZeRO"):
+        estimate_memory(LLAMA, Workload(task="full"), Deployment(card=H100, offload="cpu"))
+
+
+def test_offloading_inference_weights_reports_the_host_ram_it_needs() -> None:
+    mem = estimate_memory(LLAMA_70B, Workload(weights="bf16"), Deployment(card=RTX4090, offload="cpu"))
+    assert mem.fits
+    assert mem.host.cpu_ram > 100 * GiB
+
+
+# --- properties -------------------------------------------------------------------------
+contexts = st.integers(min_value=1, max_value=131_072)
+concurrency = st.integers(min_value=1, max_value=256)
+
+
+@settings(max_examples=60, deadline=None)
+@given(contexts, contexts, concurrency)
+def test_more_context_never_needs_less_memory(a: int, b: int, n: int) -> None:
+    lo, hi = sorted((a, b))
+    d = Deployment(card=H100)
+    m_lo = estimate_memory(LLAMA, Workload(context=lo, concurrency=n), d).breakdown.required
+    m_hi = estimate_memory(LLAMA, Workload(context=hi, concurrency=n), d).breakdown.required
+    assert m_hi >= m_lo
+
+
+@settings(max_examples=60, deadline=None)
+@given(concurrency, concurrency, contexts)
+def test_more_concurrency_never_needs_less_memory(a: int, b: int, ctx: int) -> None:
+    lo, hi = sorted((a, b))
+    d = Deployment(card=H100, engine="transformers")
+    assert (estimate_memory(LLAMA, Workload(context=ctx, concurrency=hi), d).breakdown.required
+            >= estimate_memory(LLAMA, Workload(context=ctx, concurrency=lo), d).breakdown.required)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["full", "lora", "pretrain"]), st.integers(1, 8), st.integers(0, 2))
+def test_a_higher_zero_stage_never_needs_more_per_gpu(task: str, gpus: int, stage: int) -> None:
+    w = Workload(task=task, seq_len=1024)  # type: ignore[arg-type]
+    lo = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=gpus, zero=stage + 1)).breakdown
+    hi = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=gpus, zero=stage)).breakdown
+    assert lo.required - lo.component("overhead") <= hi.required - hi.component("overhead")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64))
+def test_more_gpus_under_zero3_never_need_more_per_gpu(a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    w = Workload(task="full")
+    few = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=lo, zero=3)).breakdown
+    many = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=hi, zero=3)).breakdown
+    if lo > 1:  # one GPU pays no NCCL or gather buffers
+        assert many.required <= few.required
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["infer", "full", "lora"]), contexts)
+def test_smaller_weight_precision_never_needs_more(task: str, ctx: int) -> None:
+    order = ["fp32", "bf16", "fp8", "int4"] if task == "infer" else ["bf16", "fp8", "int4"]
+    w = Workload(task=task, context=min(ctx, 65536), seq_len=1024)  # type: ignore[arg-type]
+    sizes = [estimate_memory(LLAMA, dataclasses.replace(w, weights=f), Deployment(card=H100)).breakdown.required
+             for f in order]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64))
+def test_a_card_that_fits_at_batch_n_fits_at_batch_1(n: int) -> None:
+    d = Deployment(card=RTX4090, engine="transformers")
+    if estimate_memory(LLAMA, Workload(context=4096, concurrency=n, weights="int4"), d).fits:
+        assert estimate_memory(LLAMA, Workload(context=4096, weights="int4"), d).fits
