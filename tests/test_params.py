@@ -31,14 +31,25 @@ def test_gpt2_counts_its_learned_positions_and_biases() -> None:
     assert count_params(arch_from_config(cfg, "gpt2")).total == 124_439_808
 
 
+def tolerance(published: int) -> float:
+    """1 %, or half the last digit of a rounded published size ("27B" means 26.5-27.5B)."""
+    unit = 1
+    while published % (unit * 10) == 0:
+        unit *= 10
+    return max(0.01 * published, unit / 2 if unit >= 10**7 else 0)
+
+
 @pytest.mark.parametrize("preset", all_presets(), ids=lambda p: p.id)
 def test_every_preset_is_within_one_percent_of_its_published_size(preset) -> None:  # type: ignore[no-untyped-def]
+    # published figures and their sources: the "gpuwise" block of each data/models/<id>.json
     params = count_params(preset.arch())
-    counted = params.total
-    assert abs(counted - preset.published_params) / preset.published_params < 0.01, (
-        f"{preset.id}: counted {counted:,} vs published {preset.published_params:,}")
-    if preset.published_active_params:
-        assert abs(params.active - preset.published_active_params) / preset.published_active_params < 0.03
+    assert abs(params.total - preset.published_params) <= tolerance(preset.published_params), (
+        f"{preset.id}: counted {params.total:,} vs published {preset.published_params:,}")
+    active = preset.published_active_params
+    if active:  # vendors differ on whether "activated" counts the embeddings: 2 % or rounding
+        without_embeddings = params.active - params.embedding - params.lm_head
+        allowed = max(tolerance(active), 0.02 * active)
+        assert min(abs(params.active - active), abs(without_embeddings - active)) <= allowed
 
 
 def test_moe_reports_active_below_total() -> None:

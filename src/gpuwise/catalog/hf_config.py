@@ -132,7 +132,7 @@ def _layer_kinds(r: _Reader, layers: int) -> tuple[tuple[LayerKind, ...], int]:
     return ("sliding",) * layers, window  # Mistral v0.1: every layer slides
 
 
-def _moe(r: _Reader, layers: int, hidden_inter: int) -> MoE | None:
+def _moe(r: _Reader, layers: int, hidden_inter: int, router_bias: bool) -> MoE | None:
     experts = r.int("num_local_experts", "n_routed_experts", "num_experts", default=0, low=0,
                     high=_MAX_EXPERTS)
     if experts <= 1:
@@ -154,7 +154,7 @@ def _moe(r: _Reader, layers: int, hidden_inter: int) -> MoE | None:
         num_shared_experts=n_shared,
         shared_intermediate_size=shared_inter or (expert_inter if n_shared else 0),
         shared_expert_gate=bool(shared_inter),  # Qwen2-MoE/Qwen3-Next gate their shared expert
-        router_bias=r.str("topk_method") == "noaux_tc",  # DeepSeek-V3 e_score_correction_bias
+        router_bias=router_bias or r.str("topk_method") == "noaux_tc",  # e_score_correction_bias
         dense_layers=dense)
 
 
@@ -182,9 +182,10 @@ def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
         raise DataError(Text(f"config.json of '{name}' is not a JSON object.",
                              f"“{name}”的 config.json 不是 JSON 对象。"))
     cfg = _text_part(config)
-    r = _Reader(cfg, name)
-    model_type = r.str("model_type") or "unknown"
+    model_type = _Reader(cfg, name).str("model_type") or "unknown"
     fam = family_defaults(model_type)
+    cfg = {**fam.get("config_defaults", {}), **cfg}
+    r = _Reader(cfg, name)
     hidden = r.int("hidden_size", "n_embd", "d_model", "dim")
     layers = r.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", high=_MAX_LAYERS)
     heads = r.int("num_attention_heads", "n_head", "n_heads")
@@ -212,10 +213,10 @@ def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
         gated_mlp=fam["gated_mlp"],
         qkv_bias=r.bool("attention_bias", fam["qkv_bias"]) or fam["qkv_bias"],
         o_bias=fam["o_bias"], mlp_bias=r.bool("mlp_bias", fam["mlp_bias"]),
-        norm_bias=fam["norm_bias"], norms_per_layer=fam["norms_per_layer"], qk_norm=fam["qk_norm"],
+        norm_bias=fam["norm_bias"], norms_per_layer=fam["norms_per_layer"], qk_norm=r.bool("use_qk_norm", fam["qk_norm"]),
         attn_output_gate=r.bool("attn_output_gate", fam["attn_output_gate"]),
         learned_positions=learned, layer_kinds=kinds, sliding_window=window,
-        moe=_moe(r, layers, inter), mla=_mla(r), linear=_linear(r, kinds),
+        moe=_moe(r, layers, inter, fam["moe_router_bias"]), mla=_mla(r), linear=_linear(r, kinds),
         vision_params=vision_params(config.get("vision_config"), hidden, name),
         dtype=r.str("torch_dtype") or r.str("dtype") or "bfloat16",
         quant=quant_from_config(config.get("quantization_config") or cfg.get("quantization_config"), name),

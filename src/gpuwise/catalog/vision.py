@@ -35,6 +35,7 @@ def vision_params(cfg: Any, text_hidden: int, name: str) -> int:
         return 0
     h = _get(cfg, name, "hidden_size", "embed_dim", "width", default=0)
     depth = _get(cfg, name, "depth", "num_hidden_layers", "num_layers", default=0)
+    depth += _get(cfg, name, "num_global_layers", default=0)  # Mllama's gated global encoder
     if not h or not depth:
         return 0
     inter = _get(cfg, name, "intermediate_size", "mlp_dim", default=4 * h)
@@ -49,5 +50,6 @@ def vision_params(cfg: Any, text_hidden: int, name: str) -> int:
     patch_embed = channels * temporal * patch * patch * h
     positions = (image // patch) ** 2 * h if image and patch else 0
     out_hidden = _get(cfg, name, "out_hidden_size", "projection_dim", default=text_hidden)
-    projector = h * out_hidden + out_hidden  # one linear into the text model (families vary)
+    proj_in = _get(cfg, name, "vision_output_dim", default=h)  # Mllama concatenates 5 layers' outputs
+    projector = proj_in * out_hidden + out_hidden  # one linear into the text model (families vary)
     return depth * (attention + mlp + norms) + patch_embed + positions + 2 * h + projector

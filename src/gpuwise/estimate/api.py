@@ -9,6 +9,9 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.cost import Cost, job_cost
+from gpuwise.estimate.links import card_rates
+from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.memory_infer import infer_memory
@@ -34,6 +37,9 @@ class Estimate:
     memory: MemoryResult
     warnings: tuple[Text, ...]
     suggestions: tuple[Text, ...]
+    speed: InferSpeed | TrainSpeed | None = None
+    cost: Cost | None = None
+    calibrated: bool = False
 
     @property
     def fits(self) -> bool:
@@ -61,6 +67,10 @@ class Estimate:
         }
         if mem.capacity is not None:
             out["capacity"] = mem.capacity.to_dict()
+        if self.speed is not None:
+            out["speed"] = self.speed.to_dict()
+        out["cost"] = self.cost.to_dict() if self.cost is not None else None
+        out["calibrated"] = self.calibrated
         if d.margin and not w.is_training:
             out["margin"] = _margin(self)
         return out
@@ -108,13 +118,46 @@ def _warnings(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -
     return found
 
 
+@dataclass(frozen=True)
+class CostOptions:
+    """Pricing choices: provider, billing, and the training run's size."""
+
+    provider: str | None = None
+    billing: str = "hourly"
+    train_tokens: float | None = None  # tokens to train on, for the per-run cost
+    inter_node_gbps: float = 100.0
+
+
+def speed_of(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
+             calibration: Any = None, inter_node_gbps: float = 100.0) -> InferSpeed | TrainSpeed:
+    rates = card_rates(d.card, calibration)
+    if w.is_training:
+        return train_speed(model, w, d, mem, rates, inter_node_gbps)
+    return infer_speed(model, w, d, mem, rates)
+
+
+def cost_of(d: Deployment, speed: InferSpeed | TrainSpeed, opts: CostOptions) -> Cost | None:
+    n = d.gpus * d.nodes
+    if isinstance(speed, TrainSpeed):
+        seconds = opts.train_tokens / speed.tokens_per_s if opts.train_tokens else None
+        return job_cost(d.card.id, n, provider=opts.provider, billing=opts.billing, run_seconds=seconds)
+    return job_cost(d.card.id, n, provider=opts.provider, billing=opts.billing,
+                    tokens_per_s=speed.throughput_tokens_per_s)
+
+
 def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context: bool = False,
-             suggest: bool = True) -> Estimate:
-    """Memory per GPU, fit verdict, warnings and (when it does not fit) the nearest fixes."""
+             suggest: bool = True, cost: CostOptions | None = None, calibration: Any = None) -> Estimate:
+    """Memory per GPU, fit verdict, warnings, the nearest fixes, speed and cost."""
     if not allow_long_context:
         _check_context(model, w)
     mem = estimate_memory(model, w, d)
     warnings = _warnings(model, w, d, mem)
     fixes = suggest_fixes(model, w, d, mem, estimate_memory) if suggest and not mem.fits else ()
+    opts = cost or CostOptions()
+    speed = speed_of(model, w, d, mem, calibration, opts.inter_node_gbps)
+    if calibration is not None:
+        warnings.append(Text(f"Speeds use the measurements in {getattr(calibration, 'source', 'the calibration file')}.",
+                             f"速度采用 {getattr(calibration, 'source', '校准文件')} 中的实测值。"))
     return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
-                    suggestions=fixes)
+                    suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts),
+                    calibrated=calibration is not None)

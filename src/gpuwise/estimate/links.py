@@ -1,0 +1,82 @@
+"""Achievable fractions and link speeds: data/efficiency.toml, or a verify calibration."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuwise.catalog.cards import Card
+from gpuwise.units import GB
+
+_PATH = Path(__file__).resolve().parent.parent / "data" / "efficiency.toml"
+
+
+@functools.cache
+def efficiency_table() -> dict[str, Any]:
+    with _PATH.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What one GPU of a card really delivers: bytes/s, FLOP/s by precision, link bus bandwidth."""
+
+    mem_bw: float  # achievable device-memory bytes/s
+    gemm: float  # fraction of dense peak for large GEMMs
+    prefill: float  # fraction of dense peak for a serving prefill
+    mfu: float  # training model-FLOPs utilisation
+    link_busbw: float  # NCCL bus bandwidth between GPUs of a node, bytes/s
+    link_latency: float  # seconds per small collective
+    pcie_h2d: float  # host <-> device bytes/s
+    calibrated: bool = False
+
+
+def _pcie_rate(card: Card) -> float:
+    links = efficiency_table()["links"]
+    one_way = links["pcie_x16_gbps"].get(str(card.pcie_gen or 4), 31.5) * (card.pcie_lanes or 16) / 16
+    return float(one_way * links["pcie_busbw_fraction"] * GB)
+
+
+def _link(card: Card) -> tuple[float, float]:
+    """Bus bandwidth and latency of the GPU-GPU path inside a node."""
+    links = efficiency_table()["links"]
+    if card.interconnect in ("nvlink", "nvlink-bridge", "infinity-fabric", "hccs") and card.interconnect_bw_gbps:
+        # datasheets quote total bidirectional bandwidth per GPU: one direction is half
+        return card.interconnect_bw_gbps / 2 * links["nvlink_busbw_fraction"] * GB, links["nvlink_latency_s"]
+    pcie = _pcie_rate(card)
+    if card.pcie_p2p is False:
+        return pcie * links["no_p2p_factor"], links["no_p2p_latency_s"]
+    return pcie, links["pcie_latency_s"]
+
+
+def card_rates(card: Card, calibration: Any = None) -> Rates:
+    """Achievable rates for `card`; a verify calibration replaces the assumed fractions."""
+    table = efficiency_table()
+    fam = table.get(card.family, table["default"])
+    busbw, latency = _link(card)
+    rates = Rates(mem_bw=card.mem_bw_gbps * GB * fam["bw"], gemm=fam["gemm"], prefill=fam["prefill"],
+                  mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card))
+    return rates if calibration is None else apply_calibration(rates, card, calibration)
+
+
+def apply_calibration(rates: Rates, card: Card, cal: Any) -> Rates:
+    """Measured bandwidth, matmul rate and link speed from `gpuwise verify --save` win."""
+    peak = (card.dense_tflops("bf16") or 0) * 1e12
+    measured_flops = (getattr(cal, "matmul_flops_per_s", None) or {}).get("bf16")
+    scale = measured_flops / peak / rates.gemm if measured_flops and peak else 1.0
+    return Rates(
+        mem_bw=getattr(cal, "mem_bw_bytes_per_s", None) or rates.mem_bw,
+        gemm=rates.gemm * scale, prefill=rates.prefill * scale, mfu=rates.mfu * scale,
+        link_busbw=getattr(cal, "allreduce_busbw_bytes_per_s", None) or rates.link_busbw,
+        link_latency=rates.link_latency,
+        pcie_h2d=getattr(cal, "pcie_h2d_bytes_per_s", None) or rates.pcie_h2d, calibrated=True)
+
+
+def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
+    """Ring all-reduce: each GPU moves 2(n-1)/n x bytes at bus bandwidth (nccl-tests PERFORMANCE.md)."""
+    if n <= 1:
+        return 0.0
+    return latency + 2 * (n - 1) / n * n_bytes / busbw

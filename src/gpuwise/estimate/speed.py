@@ -1,0 +1,188 @@
+"""How fast: a roofline for decode and prefill, and a compute + communication model for training.
+
+Decode reads the weights in use (for MoE, the experts the batch touches) plus every
+sequence's KV each step: time = max(bytes / bandwidth, FLOPs / compute) + per-step overhead,
+plus two all-reduces per layer under tensor parallel and weights streamed over PCIe when
+offloaded. Training: FLOPs per token (6N, 8N with full recompute; PaLM appendix B adds the
+attention term) at the card family's MFU, plus the exposed part of gradient communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.params import count_params
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table
+from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
+from gpuwise.estimate.weights import checkpoint_format, weight_bytes
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.units import GB
+
+
+@dataclass(frozen=True)
+class InferSpeed:
+    decode_tokens_per_s: float  # per sequence
+    throughput_tokens_per_s: float  # all sequences together
+    prefill_tokens_per_s: float
+    ttft_s: float
+    tpot_s: float
+    bound: str  # "memory" | "compute" | "communication" | "offload"
+    step_breakdown_s: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class TrainSpeed:
+    step_time_s: float
+    tokens_per_s: float  # the whole job
+    mfu: float
+    scaling_efficiency: float  # vs n x one GPU without communication
+    step_breakdown_s: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def compute_precision(model: ModelArch, w: Workload, d: Deployment) -> str:
+    """The tensor rate the matmuls run at: FP8 only where the card has it; weight-only int4/nf4
+    and GGUF dequantise to 16-bit (Marlin/AWQ kernels, llama.cpp's CUDA path)."""
+    fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
+    if fmt in ("fp8", "int8") and d.card.dense_tflops(fmt) is not None and d.engine == "vllm":
+        return fmt
+    if d.card.dense_tflops("bf16") is None:
+        return "fp16"
+    return "bf16"
+
+
+def _peak_flops(d: Deployment, precision: str) -> float:
+    return (d.card.dense_tflops(precision) or d.card.dense_tflops("fp16") or d.card.fp32_tflops or 1.0) * 1e12
+
+
+def _decode_weight_bytes(model: ModelArch, w: Workload, batch: int) -> float:
+    """Weights read per decode step: all of a dense model; for MoE the shared part plus the
+    experts touched by `batch` tokens: E x (1 - (1 - k/E)^batch) per layer (uniform routing)."""
+    wb = weight_bytes(model, w.weights)
+    if model.moe is None:
+        return wb.total
+    p = count_params(model)
+    per_param = wb.linear / max(p.linear, 1)
+    e, k = model.moe.num_experts, model.moe.experts_per_token
+    touched = e * (1 - (1 - k / e) ** batch)
+    return wb.total - p.experts * per_param + p.experts * per_param * touched / e
+
+
+def _avg_kv_tokens(w: Workload) -> float:
+    """Mean KV length while decoding: the prompt plus half of the output (output = 1/4 of context,
+    at most 1,024 tokens, a chat-like split)."""
+    out = min(w.context // 4, 1024)
+    return w.context - out + out / 2
+
+
+def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates) -> InferSpeed:
+    tp = tensor_parallel(model, d)
+    gpus_per_stage = tp
+    batch = w.concurrency
+    elem = kv_element_bytes(w, model)
+    share = kv_share(model, tp)
+    kv = model.kv_bytes_for_context(int(_avg_kv_tokens(w)), elem) * share * batch / d.pp
+    kv += model.state_bytes_per_sequence(elem) * share * batch / d.pp
+    weights = _decode_weight_bytes(model, w, batch) / (tp * d.pp)
+    offloaded = mem.host.cpu_ram / max(d.gpus, 1) + mem.host.nvme / max(d.gpus, 1)
+    p = count_params(model)
+    precision = compute_precision(model, w, d)
+    flops_peak = _peak_flops(d, precision) * r.gemm
+    attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w)  # QK^T and AV per token
+    flops = (2 * p.active + attn_flops) * batch / (tp * d.pp)
+    t_mem = (weights - offloaded) / r.mem_bw + kv / r.mem_bw
+    t_compute = flops / flops_peak
+    links = efficiency_table()["links"]
+    offload_bw = links["nvme_gbps"] * GB if mem.host.nvme else r.pcie_h2d
+    t_offload = offloaded / offload_bw
+    msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
+    t_tp = 2 * model.num_layers / d.pp * allreduce_seconds(msg, gpus_per_stage, r.link_busbw, r.link_latency)
+    overhead = efficiency_table()["overheads"]["decode_step_s"][d.engine]
+    stage = max(t_mem, t_compute) + t_tp + t_offload + overhead
+    # pipeline: a token passes every stage in turn; with >= pp batches in flight the stages overlap
+    tpot = stage * d.pp
+    throughput = batch / stage if batch >= d.pp else batch / tpot
+    parts = {"memory": t_mem, "compute": t_compute, "communication": t_tp, "offload": t_offload}
+    bound = max(parts, key=lambda k: parts[k])
+    prefill_tps, ttft = _prefill(model, w, d, r, tp, precision, weights, t_offload)
+    return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
+                      prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
+                      step_breakdown_s={**parts, "overhead": overhead})
+
+
+def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, precision: str,
+             weights: float, t_offload: float) -> tuple[float, float]:
+    """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
+    at the family's prefill fraction of peak; TP adds two all-reduces of the prompt per layer."""
+    prompt = w.context - min(w.context // 4, 1024)
+    p = count_params(model)
+    flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
+    t = max(flops / (_peak_flops(d, precision) * r.prefill), weights / r.mem_bw)
+    msg = prompt * model.hidden_size * 2.0
+    t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency) + t_offload
+    return prompt / t, t
+
+
+def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
+                inter_node_gbps: float = 100.0) -> TrainSpeed:
+    """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x DP ranks)."""
+    p = count_params(model)
+    n_gpus = d.gpus * d.nodes
+    tokens_step = w.seq_len * w.micro_batch * n_gpus / ((d.tp or 1) * d.pp)
+    attn = 12 * model.num_layers * model.q_dim * w.seq_len / 2  # PaLM app. B, halved for causal masks
+    model_flops = 6 * p.active + attn
+    factor = {"full": 8 / 6}.get(w.grad_ckpt, 1.0)  # full recompute repeats the forward
+    if w.task in ("lora", "qlora"):
+        factor *= 4 / 6  # no weight gradients for the frozen base: forward + input gradients
+    if w.task == "qlora":
+        factor *= efficiency_table()["overheads"]["qlora_slowdown"]
+    peak = _peak_flops(d, "bf16")
+    t_compute = tokens_step * model_flops * factor / (n_gpus * peak * r.mfu)
+    t_comm = _train_comm_seconds(model, w, d, r, inter_node_gbps)
+    overlap = efficiency_table()["overheads"]["dp_overlap"] * t_compute * 2 / 3  # backward ~2/3
+    exposed = max(0.0, t_comm - overlap)
+    t_offload = _offload_seconds(model, w, d, r, mem)
+    step = t_compute + exposed + t_offload
+    return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
+                      mfu=tokens_step * model_flops / (step * n_gpus * peak),
+                      scaling_efficiency=t_compute / step,
+                      step_breakdown_s={"compute": t_compute, "communication": t_comm,
+                                        "communication_exposed": exposed, "offload": t_offload})
+
+
+def _train_comm_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, inter_node_gbps: float) -> float:
+    """DP all-reduce of bf16 gradients (ZeRO-3: all-gather weights twice + reduce-scatter grads,
+    1.5x the volume, ZeRO paper s.7), intra-node at bus bandwidth, across nodes over the NICs."""
+    from gpuwise.estimate.memory_train import lora_params
+
+    tp = d.tp or 1
+    trainable = lora_params(model, w.lora_rank, w.lora_targets) if w.task in ("lora", "qlora") \
+        else count_params(model).total
+    grad_bytes = trainable * (4.0 if w.task in ("lora", "qlora") else 2.0) / tp
+    volume = 1.5 if d.zero == 3 else 1.0
+    dp_local = max(1, d.gpus // (tp * d.pp))
+    t = volume * allreduce_seconds(grad_bytes, dp_local, r.link_busbw, r.link_latency)
+    if d.nodes > 1:  # hierarchical: each node ships 2(N-1)/N of the gradient over its NICs
+        t += volume * 2 * (d.nodes - 1) / d.nodes * grad_bytes * dp_local / (inter_node_gbps / 8 * GB)
+    if tp > 1:  # Megatron TP: 4 all-reduces of activations per layer per micro-batch (fwd + bwd)
+        msg = w.seq_len * w.micro_batch * model.hidden_size * 2.0
+        t += 4 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency)
+    return t
+
+
+def _offload_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, mem: MemoryResult) -> float:
+    """ZeRO-Offload: grads down and weights up over PCIe (2 + 2 bytes per parameter), plus CPU Adam."""
+    if d.offload == "none":
+        return 0.0
+    n = count_params(model).total / max(1, d.gpus)
+    bw = efficiency_table()["links"]["nvme_gbps"] * GB if d.offload == "nvme" else r.pcie_h2d
+    cpu = efficiency_table()["overheads"]["cpu_adam_params_per_s"]
+    return 4.0 * n / bw + count_params(model).total / d.nodes / cpu
