@@ -93,3 +93,126 @@ def estimate_json(req: EstimateRequest) -> dict[str, Any]:
         out["card_note"] = note.en
         out["card_note_zh"] = note.zh
     return out
+
+
+STAGES = {
+    "validate": Text("validate: the cheapest card that runs the job, to prove the pipeline (a 4090-class card is fine)",
+                     "验证阶段：能跑通流程的最便宜的卡（4090 级即可）"),
+    "stabilise": Text("stabilise: ECC data-centre cards (A100 class) for long, unattended runs",
+                      "稳定阶段：长时间无人值守运行用带 ECC 的数据中心卡（A100 级）"),
+    "scale": Text("scale: ECC cards with NVLink (H100/H200 class), ranked by speed",
+                  "扩展阶段：带 ECC 与 NVLink 的卡（H100/H200 级），按速度排序"),
+}
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Every `gpuwise plan` flag, with its CLI default."""
+
+    model: str
+    task: str = "infer"
+    weights: str = "any"
+    kv_dtype: str = "auto"
+    context: int = 4096
+    concurrency: int = 1
+    engine: str = "vllm"
+    seq_len: int = 2048
+    micro_batch: int = 1
+    optimizer: str = "adamw"
+    grad_ckpt: str = "auto"  # auto: try none, then full recomputation
+    lora_rank: int = 16
+    budget: float | None = None  # per hour, or per run when train_tokens is given
+    min_throughput: float | None = None
+    max_ttft: float | None = None
+    min_tokens_per_s_per_user: float | None = None
+    require: str = ""  # comma list: ecc, nvlink
+    provider: str | None = None
+    billing: str = "hourly"
+    cards: str = ""  # comma list restricting the search
+    objective: str = "cost"
+    stage: str | None = None
+    allow_offload: bool = False
+    train_tokens: float | None = None
+    inter_node_gbps: float = 100.0
+    top: int = 5
+    hub: str = "auto"
+    cards_file: str | None = None
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _check_plan(req: PlanRequest) -> None:
+    from gpuwise.errors import unknown_name
+
+    for flag, value, choices in (("--objective", req.objective, ("cost", "speed", "cost-per-token")),
+                                 ("--stage", req.stage or "validate", tuple(STAGES))):
+        if value not in choices:
+            raise unknown_name(Text(f"{flag} value", f"{flag} 取值"), value, choices, f"gpuwise plan --help")
+    for need in _split(req.require):
+        if need not in ("ecc", "nvlink"):
+            raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
+    if not 1 <= req.top <= 50:
+        raise InputError(Text("--top must be between 1 and 50.", "--top 必须在 1 到 50 之间。"))
+
+
+def plan_json(req: PlanRequest) -> dict[str, Any]:
+    """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
+    from gpuwise.estimate.api import CostOptions
+    from gpuwise.plan.rank import SCHEMA_VERSION, plan
+    from gpuwise.plan.search import Targets
+    from gpuwise.plan.serialise import candidate_dict
+
+    _check_plan(req)
+    catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
+    cards = [resolve_card(n, catalog).card for n in _split(req.cards)] or list(catalog)
+    model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
+    w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
+                 concurrency=req.concurrency, seq_len=req.seq_len, micro_batch=req.micro_batch,
+                 optimizer=req.optimizer, lora_rank=req.lora_rank,  # type: ignore[arg-type]
+                 grad_ckpt="none" if req.grad_ckpt == "auto" else req.grad_ckpt)  # type: ignore[arg-type]
+    if not w.is_training and req.context > model.max_context:
+        raise InputError(Text(f"--context {req.context:,} exceeds {model.name}'s maximum of {model.max_context:,}.",
+                              f"--context {req.context:,} 超过 {model.name} 的最大上下文 {model.max_context:,}。"))
+    per_run = req.budget if req.train_tokens and w.is_training else None
+    targets = Targets(budget_per_hour=None if per_run else req.budget, budget_per_run=per_run,
+                      min_throughput=req.min_throughput, max_ttft=req.max_ttft,
+                      min_tokens_per_s_per_user=req.min_tokens_per_s_per_user, require=_split(req.require),
+                      objective=req.objective, stage=req.stage, allow_offload=req.allow_offload,
+                      weights=req.weights,
+                      grad_ckpt_options=("none", "full") if req.grad_ckpt == "auto" else (req.grad_ckpt,))
+    opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
+                       inter_node_gbps=req.inter_node_gbps)
+    result = plan(model, w, cards, targets, opts, top=req.top)
+    return {
+        "schema_version": SCHEMA_VERSION, "model": model.name, "task": req.task,
+        "objective": req.objective, "stage": req.stage,
+        "stage_advice": STAGES[req.stage].en if req.stage else None,
+        "stage_advice_zh": STAGES[req.stage].zh if req.stage else None,
+        "plans": [candidate_dict(c, model, r, req) for c, r in zip(result.plans, result.reasons, strict=True)],
+        "rejected": result.rejected, "evaluated": result.evaluated,
+    }
+
+
+def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
+    """The `gpuwise model --json` object."""
+    from gpuwise.cli.model_cmd import model_summary
+
+    return model_summary(src, hub, revision)
+
+
+def emit_json(req: PlanRequest, target: str) -> dict[str, Any]:
+    """The winning plan written in `target`'s own vocabulary."""
+    from gpuwise.export import emit
+
+    result = plan_json(req)
+    if not result["plans"]:
+        raise InputError(Text("No plan meets the constraints, so there is nothing to export.",
+                              "没有满足条件的方案，无法导出配置。"))
+    return {"schema_version": 1, "target": target, "plan": result["plans"][0],
+            "config": emit(result["plans"][0], target)}

@@ -142,6 +142,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     factor = {"full": 8 / 6}.get(w.grad_ckpt, 1.0)  # full recompute repeats the forward
     if w.task in ("lora", "qlora"):
         factor *= 4 / 6  # no weight gradients for the frozen base: forward + input gradients
+    hardware_factor = factor  # FLOPs the GPUs really execute, per model FLOP
     if w.task == "qlora":
         factor *= efficiency_table()["overheads"]["qlora_slowdown"]
     peak = _peak_flops(d, "bf16")
@@ -152,7 +153,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     t_offload = _offload_seconds(model, w, d, r, mem)
     step = t_compute + exposed + t_offload
     return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
-                      mfu=tokens_step * model_flops / (step * n_gpus * peak),
+                      mfu=tokens_step * model_flops * hardware_factor / (step * n_gpus * peak),
                       scaling_efficiency=t_compute / step,
                       step_breakdown_s={"compute": t_compute, "communication": t_comm,
                                         "communication_exposed": exposed, "offload": t_offload})

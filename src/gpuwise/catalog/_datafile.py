@@ -1,0 +1,150 @@
+"""Reading and checking gpuwise's TOML data files (ours and the user's).
+
+Every problem becomes a `DataError` that names the file, the row and the field, so a
+typo in `~/.config/gpuwise/cards.toml` reads as a sentence, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuwise.errors import DataError, close_matches
+from gpuwise.i18n import Text
+
+SCHEMA_VERSION = 1
+
+Kind = Literal["str", "float", "int", "bool", "strlist"]
+
+_KIND_TEXT: dict[Kind, Text] = {
+    "str": Text("a string", "字符串"),
+    "float": Text("a number", "数字"),
+    "int": Text("a whole number", "整数"),
+    "bool": Text("true or false", "true 或 false"),
+    "strlist": Text("a list of strings", "字符串列表"),
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """What one field of a data row may hold."""
+
+    kind: Kind
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    positive: bool = False  # must be > 0 (numbers are always >= 0)
+
+
+def config_dir() -> Path:
+    """The user's gpuwise folder: $GPUWISE_CONFIG_DIR, else ~/.config/gpuwise."""
+    env = os.environ.get("GPUWISE_CONFIG_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".config" / "gpuwise"
+
+
+def data_error(path: Path | str, where: Text, en: str, zh: str) -> DataError:
+    return DataError(Text(f"{path}: {where.en}: {en}", f"{path}：{where.zh}：{zh}"),
+                     hint=Text("Fix or remove that file; docs/data-schema.md describes the format.",
+                               "请修改或删除该文件；格式见 docs/data-schema.md。"))
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse one TOML data file and check its schema_version."""
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise DataError(Text(f"Cannot read data file {path}: {exc.strerror or exc}.",
+                             f"无法读取数据文件 {path}：{exc.strerror or exc}。")) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(Text(f"{path} is not valid TOML: {exc}.",
+                             f"{path} 不是合法的 TOML：{exc}。")) from exc
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise data_error(path, Text("schema_version", "schema_version"),
+                         f"gpuwise reads schema_version {SCHEMA_VERSION}, the file says {version!r}.",
+                         f"gpuwise 只读取 schema_version {SCHEMA_VERSION}，文件中为 {version!r}。")
+    return doc
+
+
+def table_rows(doc: Mapping[str, Any], key: str, path: Path, allowed: set[str]) -> list[Any]:
+    """The `[[key]]` rows of a document; unknown top-level keys are an error."""
+    for name in doc:
+        if name not in allowed:
+            raise data_error(path, Text("top level", "顶层"),
+                             f"unknown key '{name}' (expected {', '.join(sorted(allowed))}).",
+                             f"未知的键“{name}”（可用：{', '.join(sorted(allowed))}）。")
+    rows = doc.get(key, [])
+    if not isinstance(rows, list):
+        raise data_error(path, Text(key, key), f"'{key}' must be written as [[{key}]] tables.",
+                         f"“{key}”应写成 [[{key}]] 表。")
+    return rows
+
+
+def check_row(row: Any, specs: Mapping[str, FieldSpec], *, path: Path, where: Text,
+              require: bool) -> dict[str, Any]:
+    """Validate one row against `specs`; returns the values normalised (lists -> tuples, int -> float)."""
+    if not isinstance(row, dict):
+        raise data_error(path, where, "each row must be a table.", "每一行必须是一个表。")
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        spec = specs.get(name)
+        if spec is None:
+            close = ", ".join(f"'{m}'" for m in close_matches(name, specs))
+            raise data_error(path, where,
+                             f"unknown field '{name}'." + (f" Did you mean {close}?" if close else ""),
+                             f"未知字段“{name}”。" + (f"您是否想写 {close}？" if close else ""))
+        out[name] = _check_value(value, spec, path=path, where=where, name=name)
+    if require:
+        for name, spec in specs.items():
+            if spec.required and name not in out:
+                raise data_error(path, where, f"missing required field '{name}'.",
+                                 f"缺少必填字段“{name}”。")
+    return out
+
+
+def _check_value(value: Any, spec: FieldSpec, *, path: Path, where: Text, name: str) -> Any:
+    field = Text(f"field '{name}'", f"字段“{name}”")
+    here = Text(f"{where.en}, {field.en}", f"{where.zh}的{field.zh}")
+    ok, converted = _convert(value, spec.kind)
+    if not ok:
+        want = _KIND_TEXT[spec.kind]
+        raise data_error(path, here, f"must be {want.en}, got {value!r}.",
+                         f"应为{want.zh}，实际为 {value!r}。")
+    number = isinstance(converted, (int, float)) and not isinstance(converted, bool)
+    if number and (converted < 0 or (spec.positive and converted == 0)):
+        bound = "greater than 0" if spec.positive else "0 or more"
+        bound_zh = "大于 0" if spec.positive else "不小于 0"
+        raise data_error(path, here, f"must be {bound}, got {value!r}.",
+                         f"应{bound_zh}，实际为 {value!r}。")
+    if spec.choices and isinstance(converted, str) and converted not in spec.choices:
+        options = ", ".join(spec.choices)
+        raise data_error(path, here, f"must be one of {options}, got {value!r}.",
+                         f"应为 {options} 之一，实际为 {value!r}。")
+    return converted
+
+
+def _convert(value: Any, kind: Kind) -> tuple[bool, Any]:
+    if kind == "str":
+        return isinstance(value, str), value
+    if kind == "bool":
+        return isinstance(value, bool), value
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return ok, float(value) if ok else value
+    ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return ok, tuple(value) if ok else value
+
+
+_AS_OF = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+
+def is_as_of(value: str) -> bool:
+    """An `as_of` date: YYYY, YYYY-MM or YYYY-MM-DD (as precise as the source is)."""
+    return bool(_AS_OF.match(value))

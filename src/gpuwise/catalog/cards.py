@@ -1,0 +1,372 @@
+"""GPU cards: datasheet specs with provenance, user overrides, and generous name lookup.
+
+The shipped catalog is src/gpuwise/data/cards.toml; a user's `$GPUWISE_CONFIG_DIR/cards.toml`
+(default ~/.config/gpuwise/cards.toml) and any `--cards FILE` override it field by field
+(same id) or extend it (new id). Schema: docs/data-schema.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from gpuwise.catalog._datafile import check_row, config_dir, data_error, read_toml, table_rows
+from gpuwise.catalog.card_schema import (
+    AMBIGUOUS_FIELDS,
+    CARD_FIELDS,
+    DEFAULT_SOFTWARE,
+    META_FIELDS,
+    TOP_LEVEL_KEYS,
+    VENDORS,
+)
+from gpuwise.errors import InputError, unknown_name
+from gpuwise.i18n import Text
+from gpuwise.units import GiB
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.prices import PriceOffer
+
+Vendor = Literal["nvidia", "amd", "huawei"]
+Interconnect = Literal["nvlink", "nvlink-bridge", "none", "infinity-fabric", "hccs"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+Provenance = Literal["official", "derived", "unverified", "user"]
+SortKey = Literal["bandwidth", "memory", "bf16", "fp8", "name", "price"]
+
+PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+SORT_KEYS: tuple[SortKey, ...] = ("bandwidth", "memory", "bf16", "fp8", "name", "price")
+SHIPPED_CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.toml"
+CARD = Text("card", "显卡")
+
+# Dense-rate field per precision; bf16/fp16/fp8 are FP32-accumulate (what training gets).
+_DENSE_FIELD: dict[str, str] = {
+    "fp32": "fp32_tflops", "tf32": "tf32_dense_tflops", "bf16": "bf16_dense_tflops",
+    "fp16": "fp16_dense_tflops", "fp8": "fp8_dense_tflops", "int8": "int8_dense_tops",
+    "fp4": "fp4_dense_tflops",
+}
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU model. Units are in the field names; see docs/data-schema.md for each field."""
+
+    id: str
+    name: str
+    vendor: Vendor
+    architecture: str
+    form_factor: str
+    memory_gb: float
+    memory_cuda_gib: float
+    mem_bw_gbps: float
+    family: str
+    sources: tuple[str, ...]
+    aliases: tuple[str, ...] = ()
+    memory_type: str = ""
+    fp32_tflops: float | None = None
+    tf32_dense_tflops: float | None = None
+    bf16_dense_tflops: float | None = None
+    fp16_dense_tflops: float | None = None
+    fp16_fp16acc_dense_tflops: float | None = None
+    fp8_dense_tflops: float | None = None
+    int8_dense_tops: float | None = None
+    fp4_dense_tflops: float | None = None
+    bf16_sparse_tflops: float | None = None
+    fp8_sparse_tflops: float | None = None
+    int8_sparse_tops: float | None = None
+    interconnect: Interconnect = "none"
+    nvlink_gen: int | None = None
+    interconnect_bw_gbps: float = 0.0
+    interconnect_max_gpus: int = 1
+    pcie_p2p: bool | None = None
+    pcie_gen: int | None = None
+    pcie_lanes: int | None = None
+    tdp_w: float | None = None
+    ecc: bool | None = None
+    ecc_note: str = ""
+    mig_profiles: tuple[str, ...] = ()
+    compute_capability: str | None = None
+    software: Literal["cuda", "rocm", "cann"] = "cuda"
+    release_year: int | None = None
+    verification: Literal["official", "partial", "secondary", "unverified"] = "unverified"
+    derived: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
+    notes: str = ""
+    user_fields: tuple[str, ...] = ()  # set by the loader: fields a user file gave
+
+    @property
+    def usable_bytes(self) -> int:
+        """Total memory as CUDA reports it, in bytes (before the CUDA context takes its share)."""
+        return int(self.memory_cuda_gib * GiB)
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.interconnect in ("nvlink", "nvlink-bridge")
+
+    def dense_tflops(self, precision: Precision) -> float | None:
+        """Dense tensor (or FP32 shader) rate for a precision; None when the card lacks it."""
+        field = _DENSE_FIELD.get(precision)
+        if field is None:
+            raise InputError(Text(f"Unknown precision '{precision}': use {', '.join(PRECISIONS)}.",
+                                  f"未知精度“{precision}”：可用 {', '.join(PRECISIONS)}。"))
+        value = getattr(self, field)
+        return None if value is None else float(value)
+
+    def provenance(self, field: str) -> Provenance:
+        """Where a value comes from: a user file, unverified, derived, else the vendor's document."""
+        if field not in CARD_FIELDS:
+            raise InputError(Text(f"Card has no field '{field}'.", f"显卡没有字段“{field}”。"))
+        if field in self.user_fields:
+            return "user"
+        if field in self.unverified:
+            return "unverified"
+        return "derived" if field in self.derived else "official"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in (*CARD_FIELDS, "user_fields"):
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True)
+class AmbiguousName:
+    """A name that fits several cards (`A100`), and the card it means by default."""
+
+    names: tuple[str, ...]
+    default: str
+    candidates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedCard:
+    card: Card
+    note: Text | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        note = None if self.note is None else {"en": self.note.en, "zh": self.note.zh}
+        return {**self.card.to_dict(), "note": note}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The cards in catalog order, the ambiguous-name defaults, and the files they came from."""
+
+    cards: tuple[Card, ...]
+    ambiguous: tuple[AmbiguousName, ...] = ()
+    files: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Card]:
+        return iter(self.cards)
+
+    def __len__(self) -> int:
+        return len(self.cards)
+
+    def get(self, card_id: str) -> Card | None:
+        return self._by_id.get(card_id)
+
+    def ids(self) -> list[str]:
+        return [c.id for c in self.cards]
+
+    def names(self) -> list[str]:
+        """Every id, alias and ambiguous name: what `resolve_card` can suggest."""
+        out = [n for c in self.cards for n in (c.id, *c.aliases)]
+        return out + [n for a in self.ambiguous for n in a.names]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": 1, "cards": [c.to_dict() for c in self.cards]}
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Card]:
+        return {c.id: c for c in self.cards}
+
+    @functools.cached_property
+    def _index(self) -> tuple[dict[str, Card], dict[str, Card], dict[str, AmbiguousName]]:
+        full: dict[str, Card] = {}
+        stripped: dict[str, Card] = {}
+        for card in self.cards:  # later cards (user files) win a shared key
+            for key in (card.id, card.name, *card.aliases):
+                full[normalize(key)] = card
+                stripped[strip_prefixes(normalize(key))] = card
+        ambiguous = {strip_prefixes(normalize(n)): a for a in self.ambiguous for n in a.names}
+        return full, stripped, ambiguous
+
+
+# ------------------------------------------------------------------ names
+
+# Brand words people add or drop freely ("NVIDIA GeForce RTX 4090" = "RTX 4090" = "4090").
+_PREFIXES = ("nvidia", "geforce", "tesla", "amd", "instinct", "huawei", "rtx")
+
+
+def normalize(name: str) -> str:
+    """Lower case, no spaces/dashes/punctuation, '80GB' == '80G'."""
+    key = re.sub(r"[^0-9a-z\u4e00-\u9fff]", "", name.lower())
+    return re.sub(r"(\d)gb", r"\1g", key)
+
+
+def strip_prefixes(key: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _PREFIXES:
+            if key.startswith(prefix) and len(key) > len(prefix):
+                key, changed = key[len(prefix):], True
+    return key
+
+
+def resolve_card(name: str, catalog: Catalog | None = None) -> ResolvedCard:
+    """Find a card by id, alias or nvidia-smi name; an ambiguous name gets its default + a note."""
+    cat = catalog if catalog is not None else load_cards()
+    query = name.strip()
+    if not query:
+        raise InputError(Text("No card name given.", "没有给出显卡名称。"),
+                         hint=Text("Run `gpuwise cards` to list them.", "运行 `gpuwise cards` 查看全部。"))
+    exact = cat.get(query) or cat.get(query.lower())
+    if exact is not None:
+        return ResolvedCard(exact)
+    full, stripped, ambiguous = cat._index
+    key = normalize(query)
+    if key in full:
+        return ResolvedCard(full[key])
+    amb = ambiguous.get(strip_prefixes(key))
+    if amb is not None:
+        default = cat.get(amb.default)
+        if default is not None:
+            return ResolvedCard(default, _ambiguous_note(query, amb, default))
+    card = stripped.get(strip_prefixes(key))
+    if card is not None:
+        return ResolvedCard(card)
+    raise unknown_name(CARD, query, cat.names(), "gpuwise cards")
+
+
+def _ambiguous_note(query: str, amb: AmbiguousName, default: Card) -> Text:
+    others = ", ".join(c for c in amb.candidates if c != amb.default)
+    return Text(
+        f"'{query}' can mean several cards; using {default.name} ({default.id}). "
+        f"Name one exactly to choose another: {others}.",
+        f"“{query}”可指多种型号；这里按 {default.name}（{default.id}）计算。"
+        f"如需其他型号请写明确的 id：{others}。")
+
+
+# ------------------------------------------------------------------ loading
+
+def user_cards_file() -> Path:
+    return config_dir() / "cards.toml"
+
+
+@functools.cache
+def _shipped_catalog() -> Catalog:
+    return _merge(Catalog(()), [SHIPPED_CARDS], user=False)
+
+
+def load_cards(extra: Sequence[Path | str] = ()) -> Catalog:
+    """The shipped catalog, then the user's cards.toml, then `extra` files (later rows win)."""
+    user_file = user_cards_file()
+    files = ([user_file] if user_file.is_file() else []) + [Path(p) for p in extra]
+    if not files:
+        return _shipped_catalog()
+    return _merge(_shipped_catalog(), files, user=True)
+
+
+def _merge(base: Catalog, paths: Sequence[Path], *, user: bool) -> Catalog:
+    cards = {c.id: c for c in base.cards}
+    ambiguous = list(base.ambiguous)
+    for path in paths:
+        doc = read_toml(path)
+        for i, row in enumerate(table_rows(doc, "card", path, TOP_LEVEL_KEYS)):
+            card = _card_from_row(row, i, path, cards, user=user)
+            cards[card.id] = card
+        for i, row in enumerate(table_rows(doc, "ambiguous", path, TOP_LEVEL_KEYS)):
+            where = Text(f"ambiguous name #{i + 1}", f"歧义名称第 {i + 1} 条")
+            values = check_row(row, AMBIGUOUS_FIELDS, path=path, where=where, require=True)
+            amb = AmbiguousName(values["names"], values["default"], values["candidates"])
+            for card_id in (amb.default, *amb.candidates):
+                if card_id not in cards:
+                    raise data_error(path, where, f"no card with id '{card_id}'.",
+                                     f"没有 id 为“{card_id}”的显卡。")
+            ambiguous.insert(0, amb)  # later files take precedence
+    files = (*base.files, *(str(p) for p in paths))
+    return Catalog(tuple(cards.values()), tuple(ambiguous), files)
+
+
+def _card_from_row(row: Any, i: int, path: Path, cards: dict[str, Card], *, user: bool) -> Card:
+    card_id = row.get("id") if isinstance(row, dict) else None
+    where = Text(f"card '{card_id}'", f"显卡“{card_id}”") if isinstance(card_id, str) \
+        else Text(f"card #{i + 1}", f"第 {i + 1} 张显卡")
+    old = cards.get(card_id) if isinstance(card_id, str) else None
+    values = check_row(row, CARD_FIELDS, path=path, where=where, require=old is None)
+    for listed in (*values.get("derived", ()), *values.get("unverified", ())):
+        if listed not in CARD_FIELDS or listed in META_FIELDS:
+            raise data_error(path, where, f"'derived'/'unverified' name '{listed}', which is not a "
+                             "spec field.", f"“derived”/“unverified”中的“{listed}”不是规格字段。")
+    given = tuple(k for k in values if k != "id") if user else ()
+    if old is not None:
+        user_fields = tuple(dict.fromkeys((*old.user_fields, *given)))
+        return replace(old, **values, user_fields=user_fields)
+    values.setdefault("software", DEFAULT_SOFTWARE[values["vendor"]])
+    return Card(**values, user_fields=given)
+
+
+# ------------------------------------------------------------------ listing
+
+def filter_cards(catalog: Catalog, min_memory_gb: float | None = None, nvlink: bool | None = None,
+                 vendor: str | None = None, sort: str = "bandwidth",
+                 prices: Sequence[PriceOffer] | None = None) -> list[Card]:
+    """Cards matching the filters, best first for the sort key (missing values last)."""
+    if vendor is not None and vendor.lower() not in VENDORS:
+        raise unknown_name(Text("vendor", "厂商"), vendor, VENDORS, "gpuwise cards --help")
+    if sort not in SORT_KEYS:
+        raise unknown_name(Text("sort key", "排序键"), sort, SORT_KEYS, "gpuwise cards --help")
+    if min_memory_gb is not None and min_memory_gb < 0:
+        raise InputError(Text(f"--min-memory must be 0 or more, got {min_memory_gb}.",
+                              f"--min-memory 不能为负数（{min_memory_gb}）。"))
+    chosen = [c for c in catalog
+              if (min_memory_gb is None or c.memory_gb >= min_memory_gb)
+              and (nvlink is None or c.has_nvlink == nvlink)
+              and (vendor is None or c.vendor == vendor.lower())]
+    if sort == "name":
+        return sorted(chosen, key=lambda c: c.name.lower())
+    value = _sort_value(sort, prices)
+    ascending = sort == "price"  # cheapest first; for every other key, biggest first
+    return sorted(chosen, key=lambda c: _missing_last(value(c), ascending))
+
+
+def _sort_value(sort: str, prices: Sequence[PriceOffer] | None) -> Any:
+    if sort == "price":
+        from gpuwise.catalog.prices import load_prices, price_per_gpu_hour
+
+        offers = list(prices) if prices is not None else load_prices()
+
+        def cny_per_hour(card: Card) -> float | None:
+            quote = price_per_gpu_hour(card.id, offers=offers)
+            return quote.mid if quote is not None and quote.currency == "CNY" else None
+
+        return cny_per_hour
+    field = {"bandwidth": "mem_bw_gbps", "memory": "memory_gb",
+             "bf16": "bf16_dense_tflops", "fp8": "fp8_dense_tflops"}[sort]
+    return lambda c: getattr(c, field)
+
+
+def _missing_last(value: float | None, ascending: bool) -> tuple[bool, float]:
+    if value is None:
+        return (True, 0.0)
+    return (False, value if ascending else -value)
+
+
+__all__ = [
+    "PRECISIONS",
+    "SHIPPED_CARDS",
+    "SORT_KEYS",
+    "AmbiguousName",
+    "Card",
+    "Catalog",
+    "ResolvedCard",
+    "filter_cards",
+    "load_cards",
+    "normalize",
+    "resolve_card",
+    "user_cards_file",
+]

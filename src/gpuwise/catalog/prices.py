@@ -1,0 +1,199 @@
+"""GPU rental prices per provider, dated, with user overrides. Schema: docs/data-schema.md.
+
+Shipped rows live in src/gpuwise/data/prices/*.toml; `$GPUWISE_CONFIG_DIR/prices*.toml` and
+any extra files come after, and a row with the same (provider, card, billing) key wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuwise.catalog._datafile import (
+    FieldSpec,
+    check_row,
+    config_dir,
+    data_error,
+    is_as_of,
+    read_toml,
+    table_rows,
+)
+from gpuwise.errors import unknown_name
+from gpuwise.i18n import Text
+
+Billing = Literal["hourly", "daily", "weekly", "monthly", "spot"]
+Unit = Literal["gpu_hour", "gpu_day", "gpu_week", "gpu_month"]
+
+BILLINGS: tuple[Billing, ...] = ("hourly", "daily", "weekly", "monthly", "spot")
+# Hours in one unit. A month is 8760 h / 12 = 730 h of round-the-clock use: a prepaid month
+# (包月) costs the same whether or not the GPU is busy, so this is its best-case hourly rate.
+HOURS_PER_UNIT: dict[str, float] = {"gpu_hour": 1, "gpu_day": 24, "gpu_week": 168, "gpu_month": 730}
+# The provider asked for when none is named: the 2026 China market reference ranges.
+REFERENCE_PROVIDER = "china-ref-2026"
+SHIPPED_PRICES_DIR = Path(__file__).resolve().parent.parent / "data" / "prices"
+PROVIDER = Text("price provider", "价格来源")
+
+PRICE_FIELDS: dict[str, FieldSpec] = {
+    "provider": FieldSpec("str", required=True),
+    "card": FieldSpec("str", required=True),
+    "currency": FieldSpec("str", required=True),
+    "billing": FieldSpec("str", required=True, choices=BILLINGS),
+    "unit": FieldSpec("str", required=True, choices=tuple(HOURS_PER_UNIT)),
+    "low": FieldSpec("float", required=True),
+    "high": FieldSpec("float", required=True),
+    "as_of": FieldSpec("str", required=True),
+    "source": FieldSpec("str", required=True),
+    "note": FieldSpec("str"),
+}
+
+
+@dataclass(frozen=True)
+class PriceOffer:
+    """One provider's price range for one card under one billing mode, as the file gives it."""
+
+    provider: str
+    card: str
+    currency: str
+    billing: Billing
+    unit: Unit
+    low: float
+    high: float
+    as_of: str
+    source: str
+    note: str = ""
+    origin: str = ""  # the file this row came from
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.provider, self.card, self.billing)
+
+    @property
+    def mid(self) -> float:
+        return (self.low + self.high) / 2
+
+    @property
+    def hours_per_unit(self) -> float:
+        return HOURS_PER_UNIT[self.unit]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """A price per GPU-hour (low / mid / high), converted from the offer's unit."""
+
+    card: str
+    provider: str
+    billing: Billing
+    currency: str
+    low: float
+    mid: float
+    high: float
+    as_of: str
+    source: str
+    unit: Unit
+    hours_per_unit: float
+    note: str = ""
+
+    @classmethod
+    def from_offer(cls, offer: PriceOffer) -> PriceQuote:
+        hours = offer.hours_per_unit
+        return cls(offer.card, offer.provider, offer.billing, offer.currency,
+                   offer.low / hours, offer.mid / hours, offer.high / hours,
+                   offer.as_of, offer.source, offer.unit, hours, offer.note)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "per": "gpu_hour"}
+
+
+def user_price_files() -> list[Path]:
+    return sorted(config_dir().glob("prices*.toml"))
+
+
+@functools.cache
+def _shipped_offers() -> tuple[PriceOffer, ...]:
+    return tuple(_merge([], sorted(SHIPPED_PRICES_DIR.glob("*.toml"))))
+
+
+def load_prices(extra: Sequence[Path | str] = ()) -> list[PriceOffer]:
+    """Shipped offers, then the user's prices*.toml, then `extra` (same key: the later row wins)."""
+    files = user_price_files() + [Path(p) for p in extra]
+    return _merge(list(_shipped_offers()), files)
+
+
+def _merge(base: list[PriceOffer], paths: Sequence[Path]) -> list[PriceOffer]:
+    offers = {o.key: o for o in base}
+    for path in paths:
+        doc = read_toml(path)
+        for i, row in enumerate(table_rows(doc, "price", path, {"schema_version", "price"})):
+            offer = _offer_from_row(row, i, path)
+            offers[offer.key] = offer
+    return list(offers.values())
+
+
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
+
+
+def _offer_from_row(row: Any, i: int, path: Path) -> PriceOffer:
+    where = Text(f"price row #{i + 1}", f"价格第 {i + 1} 条")
+    if isinstance(row, dict) and isinstance(row.get("card"), str):
+        where = Text(f"price row #{i + 1} ({row.get('provider')}, {row['card']})",
+                     f"价格第 {i + 1} 条（{row.get('provider')}，{row['card']}）")
+    values = check_row(row, PRICE_FIELDS, path=path, where=where, require=True)
+    if values["low"] > values["high"]:
+        raise data_error(path, where, f"low ({values['low']}) is above high ({values['high']}).",
+                         f"low（{values['low']}）大于 high（{values['high']}）。")
+    if not is_as_of(values["as_of"]):
+        raise data_error(path, where, f"as_of must be YYYY, YYYY-MM or YYYY-MM-DD, got "
+                         f"{values['as_of']!r}.", f"as_of 应为 YYYY、YYYY-MM 或 YYYY-MM-DD，"
+                         f"实际为 {values['as_of']!r}。")
+    if not _CURRENCY.match(values["currency"]):
+        raise data_error(path, where, f"currency must be a 3-letter code such as CNY or USD, got "
+                         f"{values['currency']!r}.", f"currency 应为三个大写字母（如 CNY、USD），"
+                         f"实际为 {values['currency']!r}。")
+    return PriceOffer(**values, origin=str(path))
+
+
+def providers(offers: Sequence[PriceOffer] | None = None) -> list[str]:
+    """Provider ids that have at least one price row."""
+    rows = offers if offers is not None else load_prices()
+    return sorted({o.provider for o in rows})
+
+
+def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str = "hourly",
+                       offers: Sequence[PriceOffer] | None = None) -> PriceQuote | None:
+    """The price of one GPU-hour of `card_id`, or None when no row has it.
+
+    With no provider: the China reference ranges when they list the card, else the cheapest
+    CNY offer, else the cheapest offer in any currency.
+    """
+    rows = list(offers) if offers is not None else load_prices()
+    if billing not in BILLINGS:
+        raise unknown_name(Text("billing mode", "计费方式"), billing, BILLINGS, "gpuwise prices --help")
+    if provider is not None and provider not in {o.provider for o in rows}:
+        raise unknown_name(PROVIDER, provider, providers(rows), "gpuwise prices")
+    found = [o for o in rows if o.card == card_id and o.billing == billing
+             and (provider is None or o.provider == provider)]
+    if not found:
+        return None
+    chosen = next((o for o in found if o.provider == REFERENCE_PROVIDER), None) \
+        or min(found, key=lambda o: (o.currency != "CNY", o.mid / o.hours_per_unit))
+    return PriceQuote.from_offer(chosen)
+
+
+__all__ = [
+    "BILLINGS",
+    "HOURS_PER_UNIT",
+    "REFERENCE_PROVIDER",
+    "PriceOffer",
+    "PriceQuote",
+    "load_prices",
+    "price_per_gpu_hour",
+    "providers",
+    "user_price_files",
+]

@@ -1,0 +1,257 @@
+"""`gpuwise cards` (the card catalog) and `gpuwise prices` (rental price rows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.catalog.card_schema import CARD_FIELDS
+from gpuwise.catalog.cards import Card, ResolvedCard, filter_cards, load_cards, resolve_card
+from gpuwise.catalog.prices import (
+    PriceOffer,
+    PriceQuote,
+    load_prices,
+    price_per_gpu_hour,
+    providers,
+)
+from gpuwise.cli.common import JsonOpt, LangOpt, run_command
+from gpuwise.errors import unknown_name
+from gpuwise.i18n import Lang, Text
+
+SCHEMA_VERSION = 1
+# Marks after a value: where it comes from (docs/data-schema.md, "Provenance").
+MARKS = {"official": "", "derived": "*", "unverified": "?", "user": "†"}
+LEGEND = Text("* derived   ? unverified   † from your file", "* 推算值   ? 未核实   † 来自您的文件")
+
+NameArg = Annotated[str | None, typer.Argument(
+    help="A card id, alias or nvidia-smi name (e.g. 4090, A100-SXM-80GB). 显卡名称。")]
+CardsOpt = Annotated[list[Path] | None, typer.Option(
+    "--cards", help="Extra card file (TOML), repeatable; overrides by id. 额外的显卡数据文件。")]
+PricesOpt = Annotated[list[Path] | None, typer.Option(
+    "--prices", help="Extra price file (TOML), repeatable. 额外的价格文件。")]
+
+
+@dataclass(frozen=True)
+class CardList:
+    cards: tuple[Card, ...]
+    quotes: dict[str, PriceQuote | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "cards": [c.to_dict() for c in self.cards]}
+
+
+@dataclass(frozen=True)
+class CardDetail:
+    resolved: ResolvedCard
+    quote: PriceQuote | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, **self.resolved.to_dict()}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cards", help="List GPU cards or show one in full. 列出显卡规格或查看单卡详情。")(cards)
+    app.command("prices", help="List rental price rows. 列出租用价格。")(prices)
+
+
+def cards(
+    name: NameArg = None,
+    min_memory: Annotated[float | None, typer.Option(
+        "--min-memory", help="Only cards with at least this many GB. 最小显存（GB）。")] = None,
+    nvlink: Annotated[bool, typer.Option(
+        "--nvlink", help="Only cards with NVLink (SXM or bridge). 仅显示带 NVLink 的卡。")] = False,
+    vendor: Annotated[str | None, typer.Option(
+        "--vendor", help="nvidia, amd or huawei. 厂商。")] = None,
+    sort: Annotated[str, typer.Option(
+        "--sort", help="bandwidth, memory, bf16, fp8, name or price. 排序方式。")] = "bandwidth",
+    cards_files: CardsOpt = None,
+    prices_files: PricesOpt = None,
+    json_out: JsonOpt = False,
+    lang: LangOpt = None,
+) -> None:
+    """List GPU cards (datasheet specs, dense FLOPs) or show one card with every field."""
+
+    def compute() -> CardList | CardDetail:
+        catalog = load_cards(cards_files or ())
+        offers = load_prices(prices_files or ())
+        if name is not None:
+            resolved = resolve_card(name, catalog)
+            return CardDetail(resolved, price_per_gpu_hour(resolved.card.id, offers=offers))
+        chosen = filter_cards(catalog, min_memory_gb=min_memory, nvlink=True if nvlink else None,
+                              vendor=vendor, sort=sort, prices=offers)
+        return CardList(tuple(chosen), {c.id: price_per_gpu_hour(c.id, offers=offers) for c in chosen})
+
+    run_command(json_out, lang, compute, _render)
+
+
+def prices(
+    card: NameArg = None,
+    provider: Annotated[str | None, typer.Option(
+        "--provider", help="Only this provider. 仅显示该来源。")] = None,
+    cards_files: CardsOpt = None,
+    prices_files: PricesOpt = None,
+    json_out: JsonOpt = False,
+    lang: LangOpt = None,
+) -> None:
+    """List the price rows (shipped references and your own files), per card and provider."""
+
+    def compute() -> dict[str, Any]:
+        offers = load_prices(prices_files or ())
+        if provider is not None and provider not in providers(offers):
+            raise unknown_name(Text("price provider", "价格来源"), provider, providers(offers),
+                               "gpuwise prices")
+        card_id = resolve_card(card, load_cards(cards_files or ())).card.id if card else None
+        rows = [o for o in offers if (card_id is None or o.card == card_id)
+                and (provider is None or o.provider == provider)]
+        return {"schema_version": SCHEMA_VERSION, "prices": [o.to_dict() for o in rows]}
+
+    run_command(json_out, lang, compute, _render_prices)
+
+
+# ------------------------------------------------------------------ rendering
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}".rstrip("0").rstrip(".") if digits else f"{value:,.0f}"
+    return str(value)
+
+
+def _val(card: Card, field: str, digits: int = 1) -> str:
+    value = getattr(card, field)
+    text = _fmt(value, digits)
+    return text if value is None else text + MARKS[card.provenance(field)]
+
+
+def _link(card: Card) -> str:
+    if card.interconnect == "none":
+        return "–"
+    label = {"nvlink": f"NVLink{card.nvlink_gen or ''}", "nvlink-bridge": "NVLink bridge",
+             "infinity-fabric": "Infinity Fabric", "hccs": "HCCS"}[card.interconnect]
+    return f"{label} {_fmt(card.interconnect_bw_gbps)}"
+
+
+def _pcie(card: Card) -> str:
+    if card.pcie_gen is None:
+        return "–"
+    return f"Gen{card.pcie_gen} x{card.pcie_lanes}" if card.pcie_lanes else f"Gen{card.pcie_gen}"
+
+
+def _price(quote: PriceQuote | None) -> str:
+    if quote is None or quote.currency != "CNY":
+        return "–"
+    if abs(quote.high - quote.low) < 1e-9:
+        return f"{quote.mid:g}"
+    return f"{quote.low:g}–{quote.high:g}"
+
+
+_HEADERS = [Text("id", "id"), Text("name", "名称"), Text("memory GB / CUDA GiB", "显存 GB / CUDA GiB"),
+            Text("bandwidth GB/s", "带宽 GB/s"), Text("BF16 dense TF", "BF16 稠密 TF"),
+            Text("FP8 dense TF", "FP8 稠密 TF"), Text("interconnect GB/s", "互联 GB/s"),
+            Text("PCIe", "PCIe"), Text("TDP W", "功耗 W"), Text("ECC", "ECC"),
+            Text("typical CNY/h", "参考价 元/卡时")]
+
+
+def _render(result: CardList | CardDetail, lang: Lang) -> None:
+    if isinstance(result, CardDetail):
+        _render_detail(result, lang)
+        return
+    from rich.table import Table
+
+    table = Table(show_lines=False, header_style="bold")
+    for i, header in enumerate(_HEADERS):
+        table.add_column(header.render(lang), overflow="fold", no_wrap=i == 0)
+    for card in result.cards:
+        table.add_row(_esc(card.id), _esc(card.name),
+                      f"{_val(card, 'memory_gb', 0)} / {_val(card, 'memory_cuda_gib', 2)}",
+                      _val(card, "mem_bw_gbps", 0), _val(card, "bf16_dense_tflops", 2),
+                      _val(card, "fp8_dense_tflops", 2), _link(card), _pcie(card),
+                      _val(card, "tdp_w", 0), _yes_no(card.ecc, lang), _price(result.quotes[card.id]))
+    console = _console()
+    console.print(table)
+    count = Text(f"{len(result.cards)} cards. ", f"共 {len(result.cards)} 张卡。")
+    price_note = Text("Prices: 2026 China market reference, per GPU-hour (override in your prices file).",
+                      "价格：2026 年国内市场参考，元/卡时（可用自己的价格文件覆盖）。")
+    console.print((count + LEGEND).render(lang), markup=False)
+    console.print(price_note.render(lang), markup=False)
+
+
+def _yes_no(value: bool | None, lang: Lang) -> str:
+    if value is None:
+        return "?"
+    return ("是" if value else "否") if lang == "zh" else ("yes" if value else "no")
+
+
+def _render_detail(result: CardDetail, lang: Lang) -> None:
+    from rich.table import Table
+
+    card = result.resolved.card
+    console = _console()
+    if result.resolved.note is not None:
+        console.print(result.resolved.note.render(lang), style="yellow", markup=False)
+    table = Table(title=_esc(f"{card.name} ({card.id})"), show_header=False, header_style="bold")
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    skip = {"sources", "derived", "unverified", "notes", "id", "name"}
+    for field in CARD_FIELDS:
+        if field in skip:
+            continue
+        value = getattr(card, field)
+        if isinstance(value, tuple):
+            shown = ", ".join(value)
+        elif isinstance(value, bool):
+            shown = _yes_no(value, lang) + MARKS[card.provenance(field)]
+        else:
+            shown = _val(card, field, 2)
+        table.add_row(field, _esc(shown) or "–")
+    if result.quote is not None:
+        q = result.quote
+        table.add_row(Text("price per GPU-hour", "每卡时价格").render(lang),
+                      _esc(f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})"))
+    console.print(table)
+    console.print(LEGEND.render(lang), markup=False)
+    if card.notes:
+        console.print(Text("Notes: ", "说明：").render(lang) + card.notes, markup=False)
+    console.print(Text("Sources:", "来源：").render(lang), markup=False)
+    for source in card.sources:
+        console.print(f"  - {source}", markup=False)
+
+
+def _render_prices(result: dict[str, Any], lang: Lang) -> None:
+    from rich.table import Table
+
+    heads = [Text("provider", "来源"), Text("card", "显卡"), Text("billing", "计费"),
+             Text("price", "价格"), Text("unit", "单位"), Text("as of", "日期"), Text("note", "备注")]
+    table = Table(header_style="bold")
+    for head in heads:
+        table.add_column(head.render(lang), overflow="fold")
+    for row in result["prices"]:
+        offer = PriceOffer(**row)
+        price = f"{offer.low:g}" if offer.low == offer.high else f"{offer.low:g}–{offer.high:g}"
+        table.add_row(*(_esc(v) for v in (offer.provider, offer.card, offer.billing,
+                                          f"{price} {offer.currency}", offer.unit, offer.as_of,
+                                          offer.note)))
+    console = _console()
+    console.print(table)
+    console.print(Text("Defaults, not quotes: put your provider's prices in "
+                       "~/.config/gpuwise/prices.toml (docs/data-schema.md).",
+                       "以上为参考值而非报价：可把实际价格写入 ~/.config/gpuwise/prices.toml"
+                       "（格式见 docs/data-schema.md）。").render(lang), markup=False)
