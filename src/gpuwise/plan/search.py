@@ -85,6 +85,9 @@ def _deployments(model: ModelArch, w: Workload, card: Card, t: Targets) -> Itera
 def _target_failures(w: Workload, d: Deployment, speed: InferSpeed | TrainSpeed,
                      cost: Cost | None, t: Targets) -> list[Text]:
     out: list[Text] = []
+    if cost is None and (t.budget_per_hour is not None or t.budget_per_run is not None):
+        out.append(Text("no price for this card in the provider files, so the budget cannot be checked",
+                        "价格文件中没有这张卡的报价，无法核对预算"))
     if cost is not None and t.budget_per_hour is not None and cost.per_hour > t.budget_per_hour:
         out.append(Text(f"over the budget by {cost.per_hour - t.budget_per_hour:,.2f} {cost.currency}/h",
                         f"超出预算 {cost.per_hour - t.budget_per_hour:,.2f} {cost.currency}/时"))

@@ -1,0 +1,105 @@
+"""Predicted vs measured, for the golden cases in tests/golden/*.toml (each cited there).
+
+Run: python benchmarks/accuracy.py   (tests/test_golden.py asserts the same cases' tolerances)
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from gpuwise.service import EstimateRequest, estimate_json  # noqa: E402
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Check:
+    case: str  # id in tests/golden/<file>.toml
+    file: str
+    quantity: str  # key in the case's [measured] table
+    request: EstimateRequest
+    pick: str  # what to read from the estimate JSON
+    tolerance: float  # relative error allowed by tests/test_golden.py
+    scale: float = 1.0  # measured value x scale = the unit of `pick`
+
+
+def _r(**kw: Any) -> EstimateRequest:
+    return EstimateRequest(**kw)
+
+
+# V0-era vLLM logs profile a whole max_model_len prompt (no chunked prefill): the batched tokens
+# of those cases are set to max_model_len.
+CHECKS = [
+    Check("vllm-llama31-8b-rtx3090-mml20000", "memory", "weights_gib",
+          _r(model="llama-3.1-8b", card="rtx-3090", context=20000), "memory.weights", 0.02, GIB),
+    Check("vllm-llama31-8b-rtx3090-mml20000", "memory", "kv_cache_gib",
+          _r(model="llama-3.1-8b", card="rtx-3090", context=20000, max_num_batched_tokens=20000),
+          "memory.kv_pool", 0.10, GIB),
+    Check("vllm-qwen25-32b-tp2-l40s", "memory", "weights_gib",
+          _r(model="qwen2.5-32b", card="l40s", gpus=2, context=10000), "memory.weights", 0.02, GIB),
+    Check("vllm-qwen25-32b-tp2-l40s", "memory", "kv_cache_gib",
+          _r(model="qwen2.5-32b", card="l40s", gpus=2, context=10000, max_num_batched_tokens=10000),
+          "memory.kv_pool", 0.10, GIB),
+    Check("vllm-qwen3-30b-a3b-tp4-a10-weights", "memory", "weights_gib",
+          _r(model="qwen3-30b-a3b", card="a10", gpus=4, context=1024), "memory.weights", 0.02, GIB),
+    Check("vllm-llama32-11b-vision-h100-mml65536", "memory", "weights_gib",
+          _r(model="llama-3.2-11b-vision", card="h100-sxm", context=65536), "memory.weights", 0.03, GIB),
+    Check("vllm-mistral-7b-h100-10prompts-tpot", "speed", "median_tpot_ms",
+          _r(model="mistral-7b-v0.3", card="h100-sxm", context=2000, concurrency=10), "speed.tpot_s", 0.30, 1e-3),
+    Check("vllm-mistral-7b-a100-10prompts-tpot", "speed", "median_tpot_ms",
+          _r(model="mistral-7b-v0.3", card="a100-80gb-sxm", context=2000, concurrency=10), "speed.tpot_s",
+          0.30, 1e-3),
+    Check("vllm-llama31-8b-a100-40gb-c1", "speed", "decode_tok_s_c1",
+          _r(model="llama-3.1-8b", card="a100-40gb-sxm", context=1152), "speed.decode_tokens_per_s", 0.30),
+    Check("llamacpp-llama7b-q8_0-rtx4090", "speed", "tg128_tok_s",
+          _r(model="7b", card="rtx-4090", engine="llamacpp", weights="gguf:Q8_0", context=640),
+          "speed.decode_tokens_per_s", 0.30),
+    Check("llamacpp-llama7b-f16-rtx4090", "speed", "tg128_tok_s",
+          _r(model="7b", card="rtx-4090", engine="llamacpp", weights="fp16", context=640),
+          "speed.decode_tokens_per_s", 0.30),
+    Check("torchtitan-llama31-8b-fsdp-8xh100-tps", "speed", "tokens_per_s_per_gpu",
+          _r(model="llama-3.1-8b", card="h100-sxm", gpus=8, task="pretrain", seq_len=8192, micro_batch=2,
+             zero=3, grad_ckpt="selective"), "speed.tokens_per_s", 0.30, 8.0),
+]
+
+
+def _case(file: str, case_id: str) -> dict[str, Any]:
+    data = tomllib.loads((ROOT / "tests" / "golden" / f"{file}.toml").read_text(encoding="utf-8"))
+    return next(c for c in data["case"] if c["id"] == case_id)
+
+
+def _dig(obj: dict[str, Any], path: str) -> float:
+    for key in path.split("."):
+        obj = obj[key]
+    return float(obj)  # type: ignore[arg-type]
+
+
+def evaluate(check: Check) -> tuple[float, float, float]:
+    """(predicted, measured, relative error), both in the unit of `pick`."""
+    measured = float(_case(check.file, check.case)["measured"][check.quantity]) * check.scale
+    predicted = _dig(estimate_json(check.request), check.pick)
+    return predicted, measured, (predicted - measured) / measured
+
+
+def main() -> None:
+    errors = []
+    print(f"{'case':44s} {'quantity':24s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
+    for check in CHECKS:
+        predicted, measured, err = evaluate(check)
+        errors.append(abs(err))
+        unit = check.scale if check.scale != 1.0 else 1.0
+        print(f"{check.case:44s} {check.quantity:24s} {predicted / unit:12,.2f} {measured / unit:12,.2f} "
+              f"{err * 100:+7.1f}%")
+    print(f"median |error|: {statistics.median(errors) * 100:.1f}%  (n = {len(errors)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""`gpuwise plan`: sanity checks from the guides, constraints, and the JSON contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.service import PlanRequest, plan_json
+
+
+def test_a_7b_lora_fits_a_4090_and_the_4090_ranks_among_the_cheapest() -> None:
+    r = plan_json(PlanRequest(model="qwen2.5-7b", task="lora"))
+    cards = [p["card"] for p in r["plans"][:3]]
+    assert "rtx-4090" in cards
+
+
+def test_70b_bf16_serving_needs_two_80gb_cards_or_quantisation() -> None:
+    r = plan_json(PlanRequest(model="llama-3.1-70b", weights="bf16", context=8192, top=50))
+    for p in r["plans"]:
+        assert p["gpus"] * p["memory"]["usable_bytes"] >= 140 * 2**30
+    single = plan_json(PlanRequest(model="llama-3.1-70b", weights="bf16", cards="h100-sxm"))
+    assert single["plans"][0]["gpus"] >= 2
+
+
+def test_a_70b_full_finetune_never_fits_one_card_and_comes_out_as_zero3() -> None:
+    r = plan_json(PlanRequest(model="llama-3.1-70b", task="full", require="nvlink"))
+    assert r["plans"], r["rejected"]
+    for p in r["plans"]:
+        assert p["gpus"] > 1 and p["parallelism"]["zero"] == 3
+
+
+def test_every_losing_card_has_a_reason() -> None:
+    r = plan_json(PlanRequest(model="llama-3.1-8b", context=8192, concurrency=8, top=3))
+    assert len(r["plans"]) == 3
+    assert all(x["reasons"] and x["reasons_zh"] for x in r["rejected"])
+    assert {"card", "gpus", "weights", "parallelism", "memory", "speed", "cost", "reasons"} <= set(r["plans"][0])
+
+
+def test_a_budget_rejects_what_costs_more() -> None:
+    r = plan_json(PlanRequest(model="llama-3.1-70b", weights="bf16", budget=10.0, top=50))
+    assert all(p["cost"]["per_hour"] <= 10.0 for p in r["plans"])
+    assert any("budget" in " ".join(x["reasons"]) for x in r["rejected"])
+
+
+def test_requiring_ecc_excludes_geforce_cards() -> None:
+    r = plan_json(PlanRequest(model="llama-3.1-8b", require="ecc", top=50))
+    assert not any(p["card"].startswith("rtx-40") for p in r["plans"])
+
+
+def test_tensor_parallel_over_pcie_without_p2p_scales_worse_than_nvlink() -> None:
+    from gpuwise.service import EstimateRequest, estimate_json
+
+    def tps(card: str, gpus: int) -> float:
+        req = EstimateRequest(model="llama-3.1-8b", card=card, gpus=gpus, task="full", zero=3, seq_len=2048,
+                              micro_batch=4, grad_ckpt="full")
+        return float(estimate_json(req)["speed"]["tokens_per_s"])
+
+    pcie = tps("rtx-4090-48gb", 4) / tps("rtx-4090-48gb", 1)
+    nvlink = tps("h100-sxm", 4) / tps("h100-sxm", 1)
+    assert pcie < nvlink
+    assert nvlink >= 3.5
+
+
+@pytest.mark.parametrize("bad", [{"objective": "fastest"}, {"require": "hbm"}, {"top": 0}])
+def test_bad_plan_options_are_clear_errors(bad: dict[str, object]) -> None:
+    with pytest.raises(GpuwiseError):
+        plan_json(PlanRequest(model="llama-3.1-8b", **bad))  # type: ignore[arg-type]
