@@ -1,0 +1,131 @@
+"""`gpuwise verify`: the acceptance test of the GPU server it runs on (or of saved evidence)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.cli.common import JsonOpt, LangOpt, fail, lang_of, print_json
+from gpuwise.errors import GpuwiseError, InputError
+from gpuwise.i18n import Lang, Text
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify", help="Acceptance test of this GPU server against its card or a contract. "
+                               "验收本机 GPU 服务器（对照显卡规格或租用合同）。")(verify)
+
+
+def verify(
+    card: Annotated[str | None, typer.Option(
+        "--card", help="The card you rented, e.g. H100-SXM (default: recognised). 租用的显卡型号。")] = None,
+    gpus: Annotated[int | None, typer.Option(
+        "--gpus", help="How many GPUs you rented. 租用的 GPU 数量。")] = None,
+    contract: Annotated[Path | None, typer.Option(
+        "--contract", help="Contract file (TOML), see docs/verify.md. 合同文件。")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Short benchmarks (default, ~1-2 min). 快速测试。")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Longer, larger benchmarks. 完整测试。")] = False,
+    inventory: Annotated[bool, typer.Option(
+        "--inventory", help="No benchmarks: inventory, health and links only. 只查清单与健康。")] = False,
+    from_file: Annotated[Path | None, typer.Option(
+        "--from", help="Judge a saved raw JSON instead of this machine (no GPU needed). 评判已保存的数据。")] = None,
+    save: Annotated[Path | None, typer.Option(
+        "--save", help="Write the raw measurements as JSON. 保存原始测量数据。")] = None,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write a report: report.md or report.html. 生成报告。")] = None,
+    json_out: JsonOpt = False,
+    lang_flag: LangOpt = None,
+) -> None:
+    lang = lang_of(lang_flag)
+    try:
+        verdict = _run(card, gpus, contract, _mode(quick, full, inventory), from_file, save,
+                       report, lang, show_progress=not json_out)
+    except GpuwiseError as err:
+        fail(err, json_out=json_out, lang=lang)
+    if json_out:
+        print_json(verdict.to_dict())
+    else:
+        _render(verdict, lang)
+    raise typer.Exit(0 if verdict.ok else 1)
+
+
+def _mode(quick: bool, full: bool, inventory: bool) -> str:
+    if sum((quick, full, inventory)) > 1:
+        raise_input = InputError(Text("Use only one of --quick, --full and --inventory.",
+                                      "--quick、--full 与 --inventory 只能选一个。"))
+        fail(raise_input, json_out=False, lang="en")
+    return "full" if full else "inventory" if inventory else "quick"
+
+
+def _run(card: str | None, gpus: int | None, contract: Path | None, mode: str,
+         from_file: Path | None, save: Path | None, report: Path | None, lang: Lang,
+         show_progress: bool) -> Any:
+    from gpuwise.verify.contract import load_contract
+    from gpuwise.verify.judge import Claim, claimed_card, judge
+    from gpuwise.verify.raw import load_evidence, save_evidence
+    from gpuwise.verify.report import write_report
+
+    if gpus is not None and gpus < 1:
+        raise InputError(Text(f"--gpus must be at least 1, got {gpus}.", f"--gpus 至少为 1，实际为 {gpus}。"))
+    claim = Claim(card=card, count=gpus, contract=load_contract(contract) if contract else None)
+    if claim.card_name:
+        claimed_card(claim.card_name)  # a typo fails now, not after minutes of benchmarks
+    if report is not None and report.suffix.lower() not in (".md", ".markdown", ".html", ".htm"):
+        raise InputError(Text(f"--report must end in .md or .html, got '{report}'.",
+                              f"--report 的扩展名必须是 .md 或 .html，实际为“{report}”。"))
+    evidence = load_evidence(from_file) if from_file else _collect(mode, show_progress)
+    verdict = judge(evidence, claim)
+    if save is not None:
+        save_evidence(evidence, save)
+    if report is not None:
+        write_report(verdict, report, lang)
+    return verdict
+
+
+def _collect(mode: str, show_progress: bool) -> Any:
+    from gpuwise.verify.collect import collect
+
+    if not show_progress:
+        return collect(mode)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("verify", total=1.0)
+        return collect(mode, progress=lambda what, frac: bar.update(task, description=what,
+                                                                     completed=frac))
+
+
+def _render(verdict: Any, lang: Lang) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuwise.verify.checks import GROUPS, group_of
+    from gpuwise.verify.report import STATUS_WORDS, fmt_value
+
+    console = Console(highlight=False)
+    ev = verdict.evidence
+    names = " / ".join(sorted({g.name for g in ev.gpus}))
+    console.print(f"[bold]gpuwise verify[/] {ev.host} - {len(ev.gpus)} x {names} "
+                  f"({ev.source}, {ev.mode})")
+    table = Table(show_lines=False)
+    for head in (Text("Check", "检查项"), Text("Status", "结果"), Text("Measured", "实测"),
+                 Text("Expected", "期望"), Text("Detail", "说明")):
+        table.add_column(head.render(lang), overflow="fold")
+    for group in GROUPS:
+        for c in (c for c in verdict.checks if group_of(c.name) == group):
+            word = STATUS_WORDS[c.status].render(lang)
+            table.add_row(c.name, f"[{_STYLE[c.status]}]{word}[/]", fmt_value(c.measured, c.unit),
+                          fmt_value(c.expected, c.unit), c.detail.render(lang))
+    console.print(table)
+    counts = verdict.counts()
+    summary = Text(f"{counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, "
+                   f"{counts['skipped']} skipped.",
+                   f"{counts['fail']} 项失败，{counts['warn']} 项警告，{counts['pass']} 项通过，"
+                   f"{counts['skipped']} 项跳过。")
+    word = STATUS_WORDS[verdict.status].render(lang)
+    console.print(f"[{_STYLE[verdict.status]}]{word}[/]: {summary.render(lang)}")

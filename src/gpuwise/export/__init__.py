@@ -1,0 +1,47 @@
+"""Export a chosen plan as ready-to-use settings in each tool's own vocabulary.
+
+`emit(plan, target)` takes the plan dict of `gpuwise plan --json` and returns text: a
+`vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task,
+a dstack configuration, Kubernetes manifests, or a Ray driver script. Presentation only: the
+sizes come from the plan, never recomputed here. Flags, keys and emitted configs stay English;
+error messages are bilingual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpuwise.errors import unknown_name
+from gpuwise.export import accelerate, deepspeed, dstack, k8s, ray, skypilot, torchrun, vllm
+from gpuwise.export._plan import Plan, parse_plan
+from gpuwise.i18n import Text
+
+__all__ = ["TARGETS", "TRAINING_TARGETS", "INFERENCE_TARGETS", "emit", "targets_for"]
+
+TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
+INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray")
+TRAINING_TARGETS = ("deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
+# Other spellings users type for a target.
+_ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepspeed",
+            "dstack.yml": "dstack"}
+
+_EMITTERS: dict[str, Callable[[Plan], str]] = {
+    "vllm": vllm.emit, "deepspeed": deepspeed.emit, "accelerate": accelerate.emit,
+    "torchrun": torchrun.emit, "skypilot": skypilot.emit, "dstack": dstack.emit,
+    "k8s": k8s.emit, "ray": ray.emit,
+}
+
+
+def targets_for(plan: Mapping[str, Any]) -> tuple[str, ...]:
+    """The targets that apply to a plan (by its task)."""
+    return TRAINING_TARGETS if parse_plan(plan).training else INFERENCE_TARGETS
+
+
+def emit(plan: Mapping[str, Any], target: str) -> str:
+    """The plan as `target`'s config text; UnknownNameError or InputError when it cannot be."""
+    key = _ALIASES.get(target.strip().lower(), target.strip().lower())
+    if key not in _EMITTERS:
+        raise unknown_name(Text("export target", "导出目标"), target, TARGETS,
+                           "gpuwise export --help")
+    return _EMITTERS[key](parse_plan(plan))

@@ -1,0 +1,109 @@
+"""A small YAML writer for the config exporters (no runtime dependency on PyYAML).
+
+It writes the subset the exporters need: mappings (in insertion order), sequences, strings,
+ints, floats, bools and null. A string is written plain only when YAML 1.1 and 1.2 both read
+it back as the same string; otherwise it is double-quoted with JSON escapes (a JSON string is
+a valid YAML double-quoted scalar). Multi-line strings become literal blocks (`|`), which is
+how SkyPilot `setup`/`run` scripts are normally written. Tests parse every output back with
+PyYAML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["dump", "dump_all"]
+
+# Plain (unquoted) only for a safe alphabet: starts with a letter, `_`, `/` or `$`; inner
+# single spaces allowed; no `:`, `#`, quotes, brackets or other YAML indicators anywhere.
+_PLAIN = re.compile(r"^[A-Za-z_/$](?:[A-Za-z0-9_./$=+-]| (?! ))*(?<! )$")
+# Words YAML 1.1 (PyYAML, many Go and Ruby parsers) reads as bools or null.
+_RESERVED = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"})
+_INDENT = "  "
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value!r} as YAML")
+        return repr(value)
+    if isinstance(value, str):
+        if _PLAIN.match(value) and value.lower() not in _RESERVED:
+            return value
+        return json.dumps(value, ensure_ascii=False)
+    raise TypeError(f"cannot write {type(value).__name__} as YAML")
+
+
+def _block(text: str, depth: int) -> list[str]:
+    """A literal block scalar: `|` keeps one final newline, `|-` none, `|+` all of them."""
+    stripped = text.rstrip("\n")
+    trailing = len(text) - len(stripped)
+    indicator = "|-" if trailing == 0 else "|" if trailing == 1 else "|+"
+    pad = _INDENT * depth
+    body = [pad + line if line else "" for line in stripped.split("\n")]
+    return [indicator, *body, *([""] * (trailing - 1 if trailing > 1 else 0))]
+
+
+def _is_block(value: Any) -> bool:
+    """Multi-line text that a literal block keeps exactly."""
+    if not isinstance(value, str) or "\n" not in value:
+        return False
+    if value[:1] in (" ", "\n") or "\r" in value or "\t" in value:
+        return False
+    return all(ch.isprintable() for ch in value.replace("\n", ""))
+
+
+def _lines(value: Any, depth: int) -> list[str]:
+    """The lines of a mapping or sequence at `depth` levels of indentation."""
+    pad = _INDENT * depth
+    out: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            out += _entry(pad + _scalar(str(key)) + ":", item, depth)
+    else:
+        for item in value:
+            if isinstance(item, Mapping) and item:
+                inner = _lines(item, depth + 1)
+                out.append(pad + "- " + inner[0].lstrip())
+                out += inner[1:]
+            else:
+                out += _entry(pad + "-", item, depth)
+    return out
+
+
+def _entry(head: str, item: Any, depth: int) -> list[str]:
+    if isinstance(item, Mapping) and item:
+        return [head, *_lines(item, depth + 1)]
+    if isinstance(item, Sequence) and not isinstance(item, str) and item:
+        # A sequence under a key sits at the key's own indentation (the usual k8s style).
+        return [head, *_lines(item, depth if head.endswith(":") else depth + 1)]
+    if isinstance(item, Mapping):
+        return [head + " {}"]
+    if isinstance(item, Sequence) and not isinstance(item, str):
+        return [head + " []"]
+    if _is_block(item):
+        block = _block(item, depth + 1)
+        return [head + " " + block[0], *block[1:]]
+    return [head + " " + _scalar(item)]
+
+
+def dump(doc: Mapping[str, Any], comments: Sequence[str] = ()) -> str:
+    """One YAML document; `comments` become `# ...` lines at the top."""
+    head = [f"# {c}" if c else "#" for c in comments]
+    return "\n".join([*head, *_lines(doc, 0)]) + "\n"
+
+
+def dump_all(docs: Sequence[Mapping[str, Any]], comments: Sequence[str] = ()) -> str:
+    """Several documents separated by `---` (a Kubernetes Service + Job, say)."""
+    head = "".join(f"# {c}\n" if c else "#\n" for c in comments)
+    return head + "---\n".join(dump(d) for d in docs)

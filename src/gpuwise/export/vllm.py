@@ -1,0 +1,96 @@
+"""`vllm serve` command line for an inference plan.
+
+Flags and meanings: shared/research/ecosystem.md section 2.2 (vLLM 0.33); every flag used here
+appears in the recorded `vllm serve --help` flag list under tests/fixtures/help/.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from gpuwise.export._common import num, not_for, shell_join
+from gpuwise.export._plan import Plan
+
+__all__ = ["serve_tokens", "emit"]
+
+# --kv-cache-dtype values we pass through; "auto" (and bf16/fp16, the model dtype) are vLLM's
+# default and need no flag (vLLM docs, --kv-cache-dtype choices auto|fp8|fp8_e4m3|fp8_e5m2).
+_KV_FLAGS = ("fp8", "fp8_e4m3", "fp8_e5m2")
+_KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
+# Repository names that announce a checkpoint already quantized (vLLM then reads its
+# quantization_config and needs no --quantization flag).
+_PREQUANT = re.compile(r"(awq|gptq|int4|int8|w4a16|w8a8|w8a16|4bit|8bit|bnb|fp8|nvfp4|mxfp4)",
+                       re.IGNORECASE)
+SERVE_PORT = 8000  # vLLM's default --port
+
+
+def _check(plan: Plan) -> None:
+    if plan.training:
+        raise not_for("vllm", plan, f"it is a training plan (task '{plan.task}'); vLLM serves "
+                      "models. Use deepspeed, accelerate or torchrun.",
+                      f"这是训练计划（task “{plan.task}”），vLLM 只做推理服务；"
+                      "请导出 deepspeed、accelerate 或 torchrun。")
+    if plan.engine not in (None, "vllm") or plan.weights.startswith("gguf"):
+        engine = plan.engine or plan.weights
+        raise not_for("vllm", plan, f"it was sized for the '{engine}' engine, whose memory use "
+                      "differs. Re-plan with --engine vllm.",
+                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine vllm 重新规划。")
+    if plan.kv_dtype not in _KV_FLAGS + _KV_DEFAULT:
+        raise not_for("vllm", plan, f"vLLM has no KV cache type '{plan.kv_dtype}'; use auto or "
+                      "fp8.", f"vLLM 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
+
+
+def _tp(plan: Plan) -> int:
+    """Tensor-parallel size: the plan's, else the GPUs left after PP and DP."""
+    return plan.tp or max(1, plan.gpus // (plan.pp * plan.dp))
+
+
+def _quantization(plan: Plan) -> str | None:
+    """--quantization for on-the-fly quantization of a 16-bit checkpoint."""
+    if _PREQUANT.search(plan.hf_id):
+        return None
+    if plan.weights == "fp8":
+        return "fp8"  # dynamic per-tensor FP8 of a bf16/fp16 checkpoint (vLLM FP8 docs)
+    if plan.weights == "nf4":
+        return "bitsandbytes"  # in-flight 4-bit bitsandbytes (vLLM bitsandbytes docs)
+    return None
+
+
+def serve_tokens(plan: Plan) -> list[str]:
+    """The command as a list of arguments (for YAML `args:` lists and shell lines alike)."""
+    _check(plan)
+    t = ["vllm", "serve", plan.hf_id, "--tensor-parallel-size", str(_tp(plan))]
+    if plan.pp > 1:
+        t += ["--pipeline-parallel-size", str(plan.pp)]
+    if plan.dp > 1:
+        t += ["--data-parallel-size", str(plan.dp)]
+    if plan.context:
+        t += ["--max-model-len", str(plan.context)]
+    t += ["--gpu-memory-utilization", num(plan.gpu_memory_utilization)]
+    if plan.kv_dtype in _KV_FLAGS:
+        t += ["--kv-cache-dtype", plan.kv_dtype]
+    if plan.cpu_offload_gb > 0:
+        # GiB per GPU, rounded up to 0.1 so the plan's offload is not undershot.
+        t += ["--cpu-offload-gb", num(math.ceil(plan.cpu_offload_gb * 10) / 10)]
+    quant = _quantization(plan)
+    if quant:
+        t += ["--quantization", quant]
+    if plan.concurrency:
+        t += ["--max-num-seqs", str(plan.concurrency)]
+    if plan.max_num_batched_tokens:
+        t += ["--max-num-batched-tokens", str(plan.max_num_batched_tokens)]
+    return t
+
+
+def notes(plan: Plan) -> list[str]:
+    """Warnings the command alone cannot carry."""
+    if plan.weights in ("int4", "int8") and not _PREQUANT.search(plan.hf_id):
+        return [f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
+                f"checkpoint of {plan.model}; vLLM reads its quantization from config.json."]
+    return []
+
+
+def emit(plan: Plan) -> str:
+    lines = [f"# {n}" for n in notes(plan)]
+    return "\n".join([*lines, shell_join(serve_tokens(plan))]) + "\n"

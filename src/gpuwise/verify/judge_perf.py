@@ -1,0 +1,272 @@
+"""Performance (bandwidth, matmul, PCIe copy, all-reduce) and software (torch, NCCL) checks.
+
+Bandwidths are bytes/s inside and GB/s (1e9) in the report; matmul is TFLOPS (1e12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.i18n import Text
+from gpuwise.units import GB, TERA
+from gpuwise.verify.checks import CheckResult, Status, Thresholds, ratio_status, skipped
+from gpuwise.verify.judge import Context, gpu_list, version_tuple
+from gpuwise.verify.nvml import is_na
+
+__all__ = ["CHECKS", "pcie_theoretical_bytes_per_s", "torch_wheel_command"]
+
+_NO_BENCH = Text("Benchmarks were not run (inventory only, or torch missing): "
+                 "`pip install 'gpuwise[verify]'` and run `gpuwise verify --quick`.",
+                 "未运行基准测试（仅清单，或缺少 torch）：`pip install 'gpuwise[verify]'` 后运行 "
+                 "`gpuwise verify --quick`。")
+
+
+def _slowest(i: int) -> Text:
+    return Text(f"slowest GPU{i}", f"最慢的 GPU{i}")
+
+
+def _bench(cx: Context) -> list[Any]:
+    return [] if is_na(cx.ev.bench) else list(cx.ev.bench)
+
+
+def _judge_ratio(name: str, who: Text, value: float, ref: float | None, floor: float | None,
+                 pass_ratio: float, fail_ratio: float, unit_scale: float, unit: str,
+                 what: Text) -> CheckResult:
+    """Shared verdict for 'measured vs datasheet x fraction' checks, plus a contract floor."""
+    shown = round(value / unit_scale, 1)
+    head = what + Text(f": {who.en} {shown:g} {unit}", f"：{who.zh} {shown:g} {unit}")
+    if floor is not None and value < floor * unit_scale:
+        return CheckResult(name, "fail", shown, f">= {floor:g}", unit, head + Text(
+            f", below the contract's {floor:g} {unit}.", f"，低于合同的 {floor:g} {unit}。"))
+    if ref is None:
+        status: Status = "pass" if floor is not None else "skipped"
+        return CheckResult(name, status, shown, f">= {floor:g}" if floor else None, unit,
+                           head + Text(" (no datasheet value to compare).", "（没有可比对的规格值）。"))
+    ratio = value / ref
+    status = ratio_status(ratio, pass_ratio, fail_ratio)
+    expected = round(ref * pass_ratio / unit_scale, 1)
+    tail = Text(f", {ratio:.0%} of the {ref / unit_scale:.1f} {unit} reference (pass at "
+                f"{pass_ratio:.0%}, fail below {fail_ratio:.0%}).",
+                f"，为参考值 {ref / unit_scale:.1f} {unit} 的 {ratio:.0%}（≥{pass_ratio:.0%} 通过，"
+                f"<{fail_ratio:.0%} 失败）。")
+    return CheckResult(name, status, shown, f">= {expected:g}", unit, head + tail)
+
+
+def check_mem_bw(cx: Context) -> CheckResult:
+    rows = [(b.index, b.mem_bw_bytes_per_s) for b in _bench(cx) if not is_na(b.mem_bw_bytes_per_s)]
+    if not rows:
+        return skipped("performance.mem_bw", _NO_BENCH, "GB/s")
+    i, v = min(rows, key=lambda r: r[1])
+    ref = getattr(cx.card, "mem_bw_gbps", None)
+    return _judge_ratio("performance.mem_bw", _slowest(i), v, ref * GB if ref else None,
+                        cx.term("min_mem_bw_gbps"), cx.th.get("mem_bw", "pass_ratio"),
+                        cx.th.get("mem_bw", "fail_ratio"), GB, "GB/s",
+                        Text("Device copy, read+write counted", "显存拷贝（读+写计数）"))
+
+
+def _dense_ref(card: Any, precision: str) -> float | None:
+    if card is None:
+        return None
+    try:
+        value = card.dense_tflops(precision)
+    except (AttributeError, GpuwiseError):
+        value = getattr(card, f"{precision}_dense_tflops", None)
+    return float(value) * TERA if value else None
+
+
+def _matmul_check(precision: str) -> Callable[[Context], CheckResult]:
+    name = f"performance.matmul_{precision}"
+
+    def check(cx: Context) -> CheckResult:
+        runs = [(b.index, r) for b in _bench(cx) for r in b.matmul if r.precision == precision]
+        if not runs:
+            why = next((Text(f"{precision}: {reason}", f"{precision}：{reason}")
+                        for b in _bench(cx) for p, reason in b.matmul_skipped if p == precision), None)
+            return skipped(name, why or _NO_BENCH, "TFLOPS")
+        wrong = [(i, r) for i, r in runs if r.rel_error > r.tolerance]
+        if wrong:
+            i, r = wrong[0]
+            return CheckResult(name, "fail", f"err {r.rel_error:.2g}", f"<= {r.tolerance:g}", "", Text(
+                f"{precision} matmul gave WRONG results on {gpu_list([w[0] for w in wrong])} "
+                f"(relative error {r.rel_error:.2g} vs fp32 reference): a faulty GPU. Stop using it.",
+                f"{gpu_list([w[0] for w in wrong])} 的 {precision} 矩阵乘结果错误（相对误差 "
+                f"{r.rel_error:.2g}，对照 fp32 参考）：GPU 有故障，请停止使用。"))
+        i, r = min(runs, key=lambda p: p[1].flops_per_s)
+        result = _judge_ratio(name, _slowest(i), r.flops_per_s, _dense_ref(cx.card, precision),
+                              cx.term(f"min_{precision}_tflops"), cx.th.get("matmul", "pass_ratio"),
+                              cx.th.get("matmul", "fail_ratio"), TERA, "TFLOPS",
+                              Text(f"{precision} dense matmul n={r.n}", f"{precision} 稠密矩阵乘 n={r.n}"))
+        best = max(run.flops_per_s for _, run in runs)
+        spread = 1 - r.flops_per_s / best
+        if result.status == "pass" and spread > float(cx.th.get("matmul", "spread_warn")):
+            return CheckResult(name, "warn", result.measured, result.expected, result.unit,
+                               result.detail + Text(f" GPU{i} is {spread:.0%} slower than the best GPU.",
+                                                    f" GPU{i} 比最快的 GPU 慢 {spread:.0%}。"))
+        return result
+
+    return check
+
+
+def pcie_theoretical_bytes_per_s(th: Thresholds, gen: int, width: int) -> float | None:
+    per_lane = th.per_lane_gbps(gen)
+    return per_lane * width * GB if per_lane else None
+
+
+def _pcie_check(direction: str) -> Callable[[Context], CheckResult]:
+    name = f"performance.{direction}"
+    field = f"{direction}_bytes_per_s"
+
+    def check(cx: Context) -> CheckResult:
+        rows = [(b.index, getattr(b, field)) for b in _bench(cx) if not is_na(getattr(b, field))]
+        if not rows:
+            return skipped(name, _NO_BENCH, "GB/s")
+        i, v = min(rows, key=lambda r: r[1])
+        g = next((g for g in cx.ev.gpus if g.index == i), None)
+        ref = None
+        if g is not None and not is_na(g.pcie_gen_max) and not is_na(g.pcie_width_max):
+            ref = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
+        label = Text("Pinned host->device copy", "锁页内存 主机->设备 拷贝") if direction == "h2d" \
+            else Text("Pinned device->host copy", "锁页内存 设备->主机 拷贝")
+        floor = cx.term("min_h2d_gbps") if direction == "h2d" else None
+        return _judge_ratio(name, _slowest(i), v, ref, floor, cx.th.get("pcie_bw", "pass_ratio"),
+                            cx.th.get("pcie_bw", "fail_ratio"), GB, "GB/s", label)
+
+    return check
+
+
+def _allreduce_ref(cx: Context) -> tuple[float | None, bool]:
+    """(reference busbw in bytes/s, may_fail). PCIe references are too weak to fail on."""
+    card = cx.card
+    if card is None:
+        return None, False
+    for row in cx.th.allreduce_references():
+        if str(row["card"]) == card.id:
+            return float(row["busbw_gbps"]) * GB, True
+    if str(getattr(card, "interconnect", "")).startswith("nvlink") and getattr(card, "interconnect_bw_gbps", None):
+        frac = float(cx.th.get("allreduce", "nvlink_fraction"))
+        return frac * float(card.interconnect_bw_gbps) / 2 * GB, True  # one direction
+    g = cx.ev.gpus[0]
+    if is_na(g.pcie_gen_max) or is_na(g.pcie_width_max):
+        return None, False
+    link = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
+    return (float(cx.th.get("allreduce", "pcie_fraction")) * link if link else None), False
+
+
+def check_allreduce(cx: Context) -> CheckResult:
+    name = "performance.allreduce"
+    if cx.n < 2:
+        return skipped(name, Text("One GPU: no all-reduce.", "只有一块 GPU：不做 all-reduce。"), "GB/s")
+    run = cx.ev.allreduce
+    if is_na(run):
+        return skipped(name, Text(f"All-reduce not run: {run.reason}.", f"未运行 all-reduce：{run.reason}。"), "GB/s")
+    if not run.correct:
+        return CheckResult(name, "fail", "wrong", "correct", "", Text(
+            "All-reduce returned wrong sums: a faulty GPU or link.", "all-reduce 求和结果错误：GPU 或链路有故障。"))
+    top = max(run.points, key=lambda p: p.size_bytes)
+    ref, may_fail = _allreduce_ref(cx)
+    fail_ratio = float(cx.th.get("allreduce", "fail_ratio")) if may_fail else 0.0
+    result = _judge_ratio(name, Text("busbw", "总线带宽"), top.busbw_bytes_per_s, ref,
+                          cx.term("min_allreduce_busbw_gbps"), cx.th.get("allreduce", "pass_ratio"),
+                          fail_ratio, GB, "GB/s",
+                          Text(f"{run.backend} all-reduce bus bandwidth, {run.n_gpus} GPUs, "
+                               f"{top.size_bytes / 2**20:g} MiB",
+                               f"{run.backend} all-reduce 总线带宽，{run.n_gpus} 块 GPU，"
+                               f"{top.size_bytes / 2**20:g} MiB"))
+    return result
+
+
+def torch_wheel_command(th: Thresholds, cuda_driver: Any) -> str:
+    """The pip command for the newest CUDA build of the pinned torch this driver supports."""
+    tw = th.raw["torch_wheels"]
+    variants = sorted(tw["variants"], key=lambda v: version_tuple(v[2:-1] + "." + v[-1]))
+    pick = variants[0]
+    if not is_na(cuda_driver) and cuda_driver:
+        have = version_tuple(str(cuda_driver))
+        fitting = [v for v in variants if version_tuple(v[2:-1] + "." + v[-1]) <= have]
+        pick = fitting[-1] if fitting else variants[0]
+    url = str(tw["index_url"]).format(variant=pick)
+    return f"pip install torch=={tw['torch']} --index-url {url}"
+
+
+def check_torch(cx: Context) -> CheckResult:
+    sw = cx.ev.software
+    if is_na(sw.torch_version):
+        return skipped("software.torch", Text(
+            f"torch is not installed ({sw.torch_version.reason}): `pip install 'gpuwise[verify]'`.",
+            f"未安装 torch（{sw.torch_version.reason}）：`pip install 'gpuwise[verify]'`。"))
+    if sw.torch_cuda is None:
+        cmd = torch_wheel_command(cx.th, cx.ev.cuda_driver_version)
+        return CheckResult("software.torch", "fail", f"{sw.torch_version} (CPU)", "CUDA build", "", Text(
+            f"torch {sw.torch_version} is a CPU-only build (torch.version.cuda is None): it cannot "
+            f"use the GPUs. Install the CUDA build: {cmd}",
+            f"torch {sw.torch_version} 是仅 CPU 版本（torch.version.cuda 为 None）：无法使用 GPU。"
+            f"请安装 CUDA 版本：{cmd}"))
+    if sw.cuda_available is False:
+        return CheckResult("software.torch", "fail", f"{sw.torch_version}", "CUDA available", "", Text(
+            "torch is a CUDA build but torch.cuda.is_available() is False: run `gpuwise doctor`.",
+            "torch 为 CUDA 版本但 torch.cuda.is_available() 为 False：请运行 `gpuwise doctor`。"))
+    return CheckResult("software.torch", "pass", f"{sw.torch_version}", "CUDA build", "", Text(
+        f"torch {sw.torch_version} built for CUDA {sw.torch_cuda}.",
+        f"torch {sw.torch_version}，基于 CUDA {sw.torch_cuda} 构建。"))
+
+
+def check_driver_cuda(cx: Context) -> CheckResult:
+    name = "software.driver_cuda"
+    sw, have = cx.ev.software, cx.ev.cuda_driver_version
+    if is_na(sw.torch_cuda) or sw.torch_cuda is None or is_na(have):
+        return skipped(name, Text("Needs a CUDA build of torch and the driver's CUDA version.",
+                                  "需要 CUDA 版 torch 与驱动的 CUDA 版本。"))
+    need, got = version_tuple(sw.torch_cuda)[:2], version_tuple(have)[:2]
+    drv = cx.th.cuda_min_driver(".".join(map(str, need))) or "?"
+    if got[0] < need[0]:
+        return CheckResult(name, "fail", have, f">= {sw.torch_cuda}", "CUDA", Text(
+            f"The driver supports CUDA {have} but torch needs {sw.torch_cuda}: upgrade the driver to "
+            f">= {drv}, or {torch_wheel_command(cx.th, have)}.",
+            f"驱动支持 CUDA {have}，而 torch 需要 {sw.torch_cuda}：请将驱动升级到 >= {drv}，"
+            f"或 {torch_wheel_command(cx.th, have)}。"))
+    if got < need:
+        return CheckResult(name, "warn", have, f">= {sw.torch_cuda}", "CUDA", Text(
+            f"Driver CUDA {have} is older than torch's {sw.torch_cuda}; it runs through CUDA "
+            f"minor-version compatibility, but PTX-only kernels need driver >= {drv}.",
+            f"驱动 CUDA {have} 低于 torch 的 {sw.torch_cuda}；依靠 CUDA 小版本兼容可运行，"
+            f"但仅含 PTX 的内核需要驱动 >= {drv}。"))
+    return CheckResult(name, "pass", have, f">= {sw.torch_cuda}", "CUDA", Text(
+        f"Driver CUDA {have} covers torch's CUDA {sw.torch_cuda}.",
+        f"驱动 CUDA {have} 满足 torch 的 CUDA {sw.torch_cuda}。"))
+
+
+def check_nccl(cx: Context) -> CheckResult:
+    sw = cx.ev.software
+    if is_na(sw.nccl_version) or not sw.nccl_version:
+        if cx.n > 1 and not is_na(sw.torch_cuda) and sw.torch_cuda:
+            return CheckResult("software.nccl", "warn", None, "NCCL", "", Text(
+                "torch loads no NCCL: multi-GPU training will not work.",
+                "torch 未加载 NCCL：多卡训练无法工作。"))
+        return skipped("software.nccl", Text("NCCL version not available (needs a CUDA build of torch).",
+                                             "无法获得 NCCL 版本（需要 CUDA 版 torch）。"))
+    return CheckResult("software.nccl", "pass", str(sw.nccl_version), None, "",
+                       Text(f"torch loads NCCL {sw.nccl_version}.", f"torch 加载的 NCCL 为 {sw.nccl_version}。"))
+
+
+def check_visible(cx: Context) -> CheckResult:
+    sw = cx.ev.software
+    if is_na(sw.cuda_device_count) or not sw.torch_cuda:
+        return skipped("software.visible", Text("Needs a CUDA build of torch.", "需要 CUDA 版 torch。"))
+    seen, n = int(sw.cuda_device_count), cx.n
+    if seen < n:
+        env = sw.cuda_visible_devices
+        why = f" CUDA_VISIBLE_DEVICES={env!r} hides them." if env is not None else ""
+        why_zh = f" CUDA_VISIBLE_DEVICES={env!r} 隐藏了它们。" if env is not None else ""
+        return CheckResult("software.visible", "warn", seen, n, "GPUs", Text(
+            f"torch sees {seen} of {n} GPUs.{why}", f"torch 只看到 {n} 块中的 {seen} 块 GPU。{why_zh}"))
+    return CheckResult("software.visible", "pass", seen, n, "GPUs",
+                       Text("torch sees every GPU.", "torch 能看到所有 GPU。"))
+
+
+CHECKS: tuple[Callable[[Context], CheckResult], ...] = (
+    check_mem_bw, _matmul_check("bf16"), _matmul_check("fp16"), _matmul_check("fp8"),
+    _pcie_check("h2d"), _pcie_check("d2h"), check_allreduce,
+    check_torch, check_driver_cuda, check_nccl, check_visible,
+)
