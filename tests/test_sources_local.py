@@ -263,3 +263,10 @@ def test_a_broken_config_json_in_a_folder_is_a_data_error(tmp_path: Path) -> Non
     (folder / "config.json").write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         arch_from_folder(folder)
+
+
+def test_a_hugging_face_cache_snapshot_is_named_after_its_repository(tmp_path: Path) -> None:
+    snapshot = tmp_path / "models--acme--tiny-llama" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(CONFIG))
+    assert arch_from_folder(snapshot).name == "acme/tiny-llama"

@@ -123,7 +123,7 @@ def _hf_error(exc: BaseException, repo: str, revision: str | None, endpoint: str
             hint=Text("For a GGUF repository, download one .gguf file and pass its path.",
                       "GGUF 仓库请下载一个 .gguf 文件并传入其路径。"))
     if isinstance(exc, hf.GatedRepoError):
-        return _http_error(401, "the Hugging Face Hub", repo, "HF_TOKEN", _HF_HINT, str(exc))
+        return _http_error(_status(exc) or 401, "the Hugging Face Hub", repo, "HF_TOKEN", _HF_HINT, str(exc))
     if isinstance(exc, hf.HfHubHTTPError):
         return _http_error(_status(exc), "the Hugging Face Hub", repo, "HF_TOKEN", _HF_HINT,
                            str(exc).splitlines()[0] if str(exc) else "")
@@ -181,7 +181,7 @@ def _hf_checkpoint(repo: str, revision: str | None, endpoint: str) -> Checkpoint
 
     if _hf_offline():
         return Text("HF_HUB_OFFLINE is set: sizes are counted from config.json.",
-                          "已设置 HF_HUB_OFFLINE：大小按 config.json 计算。")
+                    "已设置 HF_HUB_OFFLINE：大小按 config.json 计算。")
     api = HfApi(endpoint=endpoint)
     kwargs: dict[str, Any] = {"revision": revision}
     if "timeout" in inspect.signature(api.get_safetensors_metadata).parameters:
@@ -192,11 +192,11 @@ def _hf_checkpoint(repo: str, revision: str | None, endpoint: str) -> Checkpoint
         meta = api.get_safetensors_metadata(repo, **kwargs)
     except hf.NotASafetensorsRepoError:
         return Text("The repository has no safetensors weights: sizes are counted from config.json.",
-                          "仓库中没有 safetensors 权重：大小按 config.json 计算。")
+                    "仓库中没有 safetensors 权重：大小按 config.json 计算。")
     except failures as exc:
         reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
         return Text(f"The safetensors headers could not be read ({reason}): sizes are counted "
-                          "from config.json.", f"无法读取 safetensors 头部（{reason}）：大小按 config.json 计算。")
+                    "from config.json.", f"无法读取 safetensors 头部（{reason}）：大小按 config.json 计算。")
     tensors: list[TensorEntry] = []
     for filename, file_meta in sorted(meta.files_metadata.items()):
         header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
@@ -212,12 +212,12 @@ def arch_from_hf(repo_id: str, revision: str | None = None) -> ModelArch:
     except ImportError as exc:
         raise _missing_package("huggingface_hub", "hub") from exc
     endpoint = _hf_endpoint()
+    # huggingface_hub's errors are OSError (HTTP, cache, offline) or ValueError (bad repo id)
+    failures: tuple[type[BaseException], ...] = (OSError, ValueError, *_transport_errors())
     with _quiet_hf():
         try:
             config_path = _hf_config_path(repo_id, revision, endpoint)
-        except GpuwiseError:
-            raise
-        except Exception as exc:
+        except failures as exc:
             raise _hf_error(exc, repo_id, revision, endpoint) from exc
         source = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
         arch = arch_from_config(read_config_file(config_path), repo_id, source=source)

@@ -48,10 +48,19 @@ def _missing(folder: Path) -> DataError:
                                "请传入 transformers/huggingface-cli 保存的文件夹、.gguf 文件或 config.json。"))
 
 
+def _folder_name(folder: Path) -> str:
+    """The folder's name; for a Hugging Face cache snapshot (models--org--name/snapshots/<sha>), the repo id."""
+    resolved = folder.resolve()
+    repo = resolved.parent.parent.name
+    if resolved.parent.name == "snapshots" and repo.startswith("models--"):
+        return repo.removeprefix("models--").replace("--", "/")
+    return resolved.name or str(folder)
+
+
 def arch_from_folder(path: Path) -> ModelArch:
-    """config.json + safetensors headers (exact bytes); a folder with only a GGUF uses the GGUF."""
+    """config.json + safetensors headers (exact bytes); a folder whose weights are a GGUF uses the GGUF."""
     folder = Path(path)
-    name = folder.resolve().name or str(folder)
+    name = _folder_name(folder)
     config = folder / "config.json"
     ckpt = read_checkpoint(folder)
     ggufs = _model_ggufs(folder)

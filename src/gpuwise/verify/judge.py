@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.i18n import Text
 from gpuwise.verify.checks import (
     STATUS_ORDER,
     CheckResult,
@@ -155,6 +154,3 @@ def judge(ev: Evidence, claim: Claim | None = None) -> Verdict:
 def gpu_list(indices: list[int]) -> str:
     return ", ".join(f"GPU{i}" for i in indices)
 
-
-def none_found(what: str) -> Text:
-    return Text(f"No GPU reported {what}.", f"没有 GPU 报告{what}。")
