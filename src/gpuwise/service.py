@@ -50,6 +50,10 @@ class EstimateRequest:
     allow_long_context: bool = False
     hub: str = "auto"
     cards_file: str | None = None
+    calibration: str | None = None  # a `gpuwise verify --save` file: measured rates replace assumed ones
+    provider: str | None = None
+    billing: str = "hourly"
+    train_tokens: float | None = None
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -81,8 +85,17 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
 
 
 def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
+    from gpuwise.estimate.api import CostOptions
+
     model, w, d, note = build(req)
-    return estimate(model, w, d, allow_long_context=req.allow_long_context), note
+    calibration = None
+    if req.calibration:
+        from gpuwise.verify.calibration import load_calibration
+
+        calibration = load_calibration(Path(req.calibration))
+    opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens)
+    return estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
+                    calibration=calibration), note
 
 
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:

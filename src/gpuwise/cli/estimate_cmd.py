@@ -111,6 +111,10 @@ def register(app: typer.Typer) -> None:
         allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow --context above the model's maximum.")] = False,
         hub: Annotated[str, typer.Option("--hub", help="auto | hf | modelscope")] = "auto",
         cards_file: Annotated[str | None, typer.Option("--cards", help="Extra card data file (TOML).")] = None,
+        calibration: Annotated[str | None, typer.Option("--calibration", help="A `gpuwise verify --save` file: use its measured rates.")] = None,
+        provider: Annotated[str | None, typer.Option("--provider", help="Price provider (see `gpuwise prices`).")] = None,
+        billing: Annotated[str, typer.Option("--billing", help="hourly | monthly | spot")] = "hourly",
+        tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for time and cost per run.")] = None,
         explain: Annotated[bool, typer.Option("--explain", help="Show the formula behind each line.")] = False,
         json_out: JsonOpt = False,
         lang: LangOpt = None,
@@ -125,6 +129,7 @@ def register(app: typer.Typer) -> None:
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, optimizer=optimizer, grad_ckpt=grad_ckpt,
             flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
-            nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file)
+            nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
+            calibration=calibration, provider=provider, billing=billing, train_tokens=tokens)
         run_command(json_out, lang, lambda: estimate_json(req),
                     lambda r, lg: render_estimate(r, lg, explain))
