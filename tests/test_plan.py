@@ -52,12 +52,13 @@ def test_tensor_parallel_over_pcie_without_p2p_scales_worse_than_nvlink() -> Non
 
     def tps(card: str, gpus: int) -> float:
         req = EstimateRequest(model="llama-3.1-8b", card=card, gpus=gpus, task="full", zero=3, seq_len=2048,
-                              micro_batch=4, grad_ckpt="full")
+                              micro_batch=1)
         return float(estimate_json(req)["speed"]["tokens_per_s"])
 
+    # the guides: 4 PCIe cards rarely pass 1.7x; 4 NVLink cards reach 3.5x or more
     pcie = tps("rtx-4090-48gb", 4) / tps("rtx-4090-48gb", 1)
     nvlink = tps("h100-sxm", 4) / tps("h100-sxm", 1)
-    assert pcie < nvlink
+    assert pcie < 2.0
     assert nvlink >= 3.5
 
 
