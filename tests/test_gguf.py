@@ -250,3 +250,19 @@ def test_every_gguf_type_row_cites_a_source_and_block_types_match_ggml() -> None
         assert row["sources"], row["name"]
         if row["kind"] == "block" and row["name"] in sizes:
             assert row["bits_per_weight"] == pytest.approx(sizes[row["name"]], abs=0.01), row["name"]
+
+
+def test_deepseek2_metadata_becomes_mla_and_shared_experts(tmp_path: Path) -> None:
+    def deepseek(w: Any) -> None:
+        for key, value in (("attention.key_length", 24), ("attention.value_length", 16),
+                           ("rope.dimension_count", 8), ("attention.kv_lora_rank", 32),
+                           ("attention.q_lora_rank", 48), ("expert_count", 8), ("expert_used_count", 2),
+                           ("expert_feed_forward_length", 32), ("expert_shared_count", 1),
+                           ("leading_dense_block_count", 1)):
+            w.add_uint32(f"deepseek2.{key}", value)
+
+    arch = arch_from_gguf(write_model(tmp_path / "ds.gguf", arch="deepseek2", extra=deepseek))
+    assert arch.model_type == "deepseek_v3"
+    assert arch.mla is not None and (arch.mla.kv_lora_rank, arch.mla.q_lora_rank) == (32, 48)
+    assert (arch.mla.qk_nope_head_dim, arch.mla.qk_rope_head_dim, arch.mla.v_head_dim) == (16, 8, 16)
+    assert arch.moe is not None and arch.moe.num_shared_experts == 1 and arch.moe.dense_layers == (0,)

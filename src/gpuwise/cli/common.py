@@ -46,9 +46,11 @@ def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:
     else:
         from rich.console import Console
 
+        from rich.markup import escape
+
         console = Console(stderr=True, highlight=False)
         label = "错误" if lang == "zh" else "error"
-        console.print(f"[bold red]{label}:[/] {err.message.render(lang)}", markup=True)
+        console.print(f"[bold red]{label}:[/] {escape(err.message.render(lang))}", markup=True)
         if err.hint is not None:
             console.print(err.hint.render(lang), markup=False)
     raise typer.Exit(err.exit_code)
