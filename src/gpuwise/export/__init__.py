@@ -17,7 +17,7 @@ from gpuwise.export import accelerate, deepspeed, dstack, k8s, ray, skypilot, to
 from gpuwise.export._plan import Plan, parse_plan
 from gpuwise.i18n import Text
 
-__all__ = ["TARGETS", "TRAINING_TARGETS", "INFERENCE_TARGETS", "emit", "targets_for"]
+__all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "targets_for"]
 
 TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
 INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray")
@@ -43,5 +43,5 @@ def emit(plan: Mapping[str, Any], target: str) -> str:
     key = _ALIASES.get(target.strip().lower(), target.strip().lower())
     if key not in _EMITTERS:
         raise unknown_name(Text("export target", "导出目标"), target, TARGETS,
-                           "gpuwise export --help")
+                           "gpuwise plan --help")
     return _EMITTERS[key](parse_plan(plan))

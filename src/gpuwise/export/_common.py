@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from gpuwise.errors import InputError
 from gpuwise.export._plan import Plan
 from gpuwise.i18n import Text
 
-__all__ = ["Env", "shell_join", "num", "half_precision", "not_for", "check_training", "zero_stage",
-           "TRAIN_SCRIPT", "DS_CONFIG_FILE"]
+__all__ = [
+    "DS_CONFIG_FILE",
+    "TRAIN_SCRIPT",
+    "Env",
+    "check_training",
+    "half_precision",
+    "not_for",
+    "num",
+    "shell_join",
+    "uses_deepspeed",
+    "uses_fsdp",
+    "zero_stage",
+]
 
 # Placeholders the user replaces: their training entry point and where the DeepSpeed JSON goes.
 TRAIN_SCRIPT = "train.py"
@@ -46,15 +58,25 @@ def half_precision(plan: Plan) -> str:
     return "bf16"
 
 
-def _catalog_cc(card_id: str) -> str | None:
-    """The card's compute capability from the shipped catalog, when the plan did not carry it."""
+def catalog_card(card_id: str) -> Any:
+    """The shipped catalog's card for a plan that did not carry a field we need, or None."""
     try:
         from gpuwise.catalog.cards import load_cards
 
-        card = load_cards().get(card_id)
+        return load_cards().get(card_id)
     except Exception:  # a broken user cards file must not stop an export  # noqa: BLE001
         return None
+
+
+def _catalog_cc(card_id: str) -> str | None:
+    card = catalog_card(card_id)
     return card.compute_capability if card else None
+
+
+def vendor(plan: Plan) -> str:
+    """'nvidia' unless the plan or the catalog says otherwise."""
+    value = plan.card_info.get("vendor") or getattr(catalog_card(plan.card), "vendor", None)
+    return str(value or "nvidia")
 
 
 def not_for(target: str, plan: Plan, en: str, zh: str) -> InputError:
@@ -66,6 +88,17 @@ def not_for(target: str, plan: Plan, en: str, zh: str) -> InputError:
 def zero_stage(plan: Plan) -> int:
     """The plan's ZeRO stage; an FSDP plan without one is full sharding, i.e. stage 3."""
     return plan.zero or (3 if plan.fsdp else 0)
+
+
+def uses_fsdp(plan: Plan) -> bool:
+    """FSDP when the plan allows it (its memory equals ZeRO-3's); NVMe offload needs DeepSpeed
+    (ZeRO-Infinity), since FSDP offloads to CPU memory only."""
+    return plan.fsdp and plan.offload != "nvme"
+
+
+def uses_deepspeed(plan: Plan) -> bool:
+    """DeepSpeed runs the sharding whenever there is a ZeRO stage and FSDP does not take it."""
+    return zero_stage(plan) > 0 and not uses_fsdp(plan)
 
 
 def check_training(plan: Plan, target: str) -> None:

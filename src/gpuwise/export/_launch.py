@@ -6,10 +6,10 @@ import json
 import shlex
 
 from gpuwise.export import deepspeed, torchrun, vllm
-from gpuwise.export._common import DS_CONFIG_FILE, not_for, shell_join
+from gpuwise.export._common import DS_CONFIG_FILE, not_for, shell_join, uses_deepspeed
 from gpuwise.export._plan import Plan
 
-__all__ = ["check_scheduler", "launch_tokens", "launch_line", "setup_lines", "gpu_name"]
+__all__ = ["check_scheduler", "gpu_name", "launch_line", "launch_tokens", "setup_lines"]
 
 
 def check_scheduler(plan: Plan, target: str, *, mig_ok: bool = False) -> None:
@@ -39,7 +39,7 @@ def _packages(plan: Plan) -> list[str]:
     if not plan.training:
         return ["vllm"]
     pkgs = ["torch", "transformers", "accelerate"]
-    if torchrun.uses_deepspeed(plan):
+    if uses_deepspeed(plan):
         pkgs.append("deepspeed")
     if plan.task in ("lora", "qlora"):
         pkgs.append("peft")
@@ -51,7 +51,7 @@ def _packages(plan: Plan) -> list[str]:
 def setup_lines(plan: Plan, *, install: bool = True) -> list[str]:
     """Shell lines before the launch: installs, and the DeepSpeed config written in place."""
     lines = [f"pip install {' '.join(_packages(plan))}"] if install else []
-    if plan.training and torchrun.uses_deepspeed(plan):
+    if plan.training and uses_deepspeed(plan):
         text = json.dumps(deepspeed.config(plan), separators=(",", ":"))
         lines.append(f"printf '%s\\n' {shlex.quote(text)} > {DS_CONFIG_FILE}")
     return lines

@@ -16,7 +16,7 @@ from typing import Any
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 
-__all__ = ["Plan", "parse_plan", "slug", "TRAIN_TASKS"]
+__all__ = ["TRAIN_TASKS", "Plan", "parse_plan", "slug"]
 
 TRAIN_TASKS = ("full", "lora", "qlora", "pretrain")
 TASKS = ("infer", *TRAIN_TASKS)
@@ -129,11 +129,14 @@ def parse_plan(d: Any) -> Plan:
     if not isinstance(d, Mapping):
         raise _bad("plan", type(d).__name__, "a JSON object", "JSON 对象")
     par, work = _section(d, "parallelism"), _section(d, "workload")
-    gpus, nodes = _int(d, "gpus", 1) or 1, _int(d, "nodes", 1) or 1
-    if gpus % nodes:
-        raise InputError(Text(f"The plan spreads {gpus} GPUs over {nodes} nodes: not a whole "
-                              "number per node.",
-                              f"计划把 {gpus} 张卡分到 {nodes} 个节点上，每节点不是整数张。"))
+    nodes = _int(d, "nodes", 1) or 1
+    per_node = _int(d, "gpus_per_node", None)
+    gpus = _int(d, "gpus", per_node * nodes if per_node else 1) or 1
+    if gpus % nodes or (per_node and per_node * nodes != gpus):
+        extra = f", gpus_per_node {per_node}" if per_node else ""
+        raise InputError(Text(f"The plan's GPU counts do not divide evenly: gpus {gpus}, "
+                              f"nodes {nodes}{extra}.",
+                              f"计划中的卡数无法按节点均分：gpus {gpus}，nodes {nodes}{extra}。"))
     task = _str(work, "task", "infer", TASKS) or "infer"
     model = _str(work, "model", None) or _str(work, "hf_id", None)
     if not model:

@@ -2,15 +2,14 @@
 
 It writes the subset the exporters need: mappings (in insertion order), sequences, strings,
 ints, floats, bools and null. A string is written plain only when YAML 1.1 and 1.2 both read
-it back as the same string; otherwise it is double-quoted with JSON escapes (a JSON string is
-a valid YAML double-quoted scalar). Multi-line strings become literal blocks (`|`), which is
+it back as the same string; otherwise it is double-quoted, with escapes for what YAML does not
+allow raw. Multi-line strings become literal blocks (`|`), which is
 how SkyPilot `setup`/`run` scripts are normally written. Tests parse every output back with
 PyYAML.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -20,10 +19,37 @@ __all__ = ["dump", "dump_all"]
 
 # Plain (unquoted) only for a safe alphabet: starts with a letter, `_`, `/` or `$`; inner
 # single spaces allowed; no `:`, `#`, quotes, brackets or other YAML indicators anywhere.
-_PLAIN = re.compile(r"^[A-Za-z_/$](?:[A-Za-z0-9_./$=+-]| (?! ))*(?<! )$")
+_PLAIN = re.compile(r"[A-Za-z_/$](?:[A-Za-z0-9_./$=+-]| (?! ))*(?<! )")
 # Words YAML 1.1 (PyYAML, many Go and Ruby parsers) reads as bools or null.
 _RESERVED = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"})
 _INDENT = "  "
+
+
+def _float(value: float) -> str:
+    if not math.isfinite(value):
+        raise ValueError(f"cannot write {value!r} as YAML")
+    text = repr(value)
+    if "e" in text and "." not in text:  # YAML 1.1 floats need a dot: 1e+16 -> 1.0e+16
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
+
+
+def _quoted(text: str) -> str:
+    """A double-quoted scalar; printable characters (CJK too) stay as they are."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif 0x20 <= code < 0x7F or (code > 0xA0 and ch.isprintable()
+                                      and code not in (0x2028, 0x2029, 0xFEFF)):
+            out.append(ch)
+        else:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return "".join(out) + '"'
 
 
 def _scalar(value: Any) -> str:
@@ -34,13 +60,11 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"cannot write {value!r} as YAML")
-        return repr(value)
+        return _float(value)
     if isinstance(value, str):
-        if _PLAIN.match(value) and value.lower() not in _RESERVED:
+        if _PLAIN.fullmatch(value) and value.lower() not in _RESERVED:
             return value
-        return json.dumps(value, ensure_ascii=False)
+        return _quoted(value)
     raise TypeError(f"cannot write {type(value).__name__} as YAML")
 
 

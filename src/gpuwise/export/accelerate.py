@@ -10,26 +10,44 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._common import TRAIN_SCRIPT, check_training, half_precision, not_for, zero_stage
+from gpuwise.export._common import (
+    DS_CONFIG_FILE,
+    TRAIN_SCRIPT,
+    check_training,
+    half_precision,
+    uses_deepspeed,
+    uses_fsdp,
+    zero_stage,
+)
 from gpuwise.export._plan import Plan
-from gpuwise.export.deepspeed import NVME_PATH, GRAD_CLIP
+from gpuwise.export.deepspeed import GRAD_CLIP
 
-__all__ = ["config", "emit", "distributed_type", "CONFIG_FILE"]
+__all__ = ["CONFIG_FILE", "config", "distributed_type", "emit"]
 
 CONFIG_FILE = "accelerate.yaml"
 MAIN_PORT = 29500  # torch.distributed's customary MASTER_PORT, accelerate's default too
 
 
 def distributed_type(plan: Plan) -> str:
-    if plan.fsdp:
+    if uses_fsdp(plan):
         return "FSDP"
-    if zero_stage(plan) > 0:
+    if uses_deepspeed(plan):
         return "DEEPSPEED"
     return "MULTI_GPU" if plan.gpus > 1 else "NO"
 
 
+def uses_ds_file(plan: Plan) -> bool:
+    """NVMe offload goes through the DeepSpeed JSON: accelerate 1.15's launcher does not pass
+    an inline `offload_*_nvme_path` on to DeepSpeed (prepare_deepspeed_cmd_env drops it)."""
+    return distributed_type(plan) == "DEEPSPEED" and plan.offload == "nvme"
+
+
 def _deepspeed(plan: Plan) -> dict[str, Any]:
     stage = zero_stage(plan)
+    if uses_ds_file(plan):
+        # With a config file accelerate refuses the inline keys (and mixed_precision).
+        return {"deepspeed_config_file": DS_CONFIG_FILE, "deepspeed_multinode_launcher": "standard",
+                "zero3_init_flag": stage == 3}
     ds: dict[str, Any] = {
         "deepspeed_multinode_launcher": "standard",
         "gradient_accumulation_steps": plan.grad_accum,
@@ -38,10 +56,6 @@ def _deepspeed(plan: Plan) -> dict[str, Any]:
         "offload_param_device": plan.offload if stage == 3 else "none",
         "zero_stage": stage,
     }
-    if plan.offload == "nvme":
-        ds["offload_optimizer_nvme_path"] = NVME_PATH
-        if stage == 3:
-            ds["offload_param_nvme_path"] = NVME_PATH
     if stage == 3:
         # Build the model sharded from the start; save a consolidated 16-bit checkpoint.
         ds.update(zero3_init_flag=True, zero3_save_16bit_model=True)
@@ -49,10 +63,6 @@ def _deepspeed(plan: Plan) -> dict[str, Any]:
 
 
 def _fsdp(plan: Plan) -> dict[str, Any]:
-    if plan.offload == "nvme":
-        raise not_for("accelerate", plan, "FSDP offloads to CPU memory only, not NVMe; use "
-                      "DeepSpeed ZeRO-3 (re-plan without --fsdp).",
-                      "FSDP 只能卸载到内存，不能卸载到 NVMe；请改用 DeepSpeed ZeRO-3（去掉 --fsdp 重新规划）。")
     return {
         "fsdp_version": 2,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
@@ -78,8 +88,10 @@ def config(plan: Plan) -> dict[str, Any]:
     cfg.update(downcast_bf16=False, enable_cpu_affinity=False, machine_rank=0)
     if plan.nodes > 1:
         cfg["main_process_port"] = MAIN_PORT
-    cfg.update(main_training_function="main", mixed_precision=half_precision(plan),
-               num_machines=plan.nodes, num_processes=plan.gpus, rdzv_backend="static",
+    cfg["main_training_function"] = "main"
+    if not uses_ds_file(plan):
+        cfg["mixed_precision"] = half_precision(plan)
+    cfg.update(num_machines=plan.nodes, num_processes=plan.gpus, rdzv_backend="static",
                same_network=True, use_cpu=False)
     return cfg
 
@@ -96,4 +108,6 @@ def emit(plan: Plan) -> str:
                 f"  {launch_command(plan)}"]
     if plan.nodes > 1:
         comments.append("Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
+    if uses_ds_file(plan):
+        comments.append(f"{DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
     return _yaml.dump(config(plan), comments)

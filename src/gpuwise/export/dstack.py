@@ -12,8 +12,7 @@ import re
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._launch import (check_scheduler, disk_gb, launch_line, multinode_env,
-                                    setup_lines)
+from gpuwise.export._launch import check_scheduler, disk_gb, launch_line, multinode_env, setup_lines
 from gpuwise.export._plan import Plan
 from gpuwise.export.vllm import SERVE_PORT
 
@@ -62,6 +61,6 @@ def config(plan: Plan) -> dict[str, Any]:
 
 
 def emit(plan: Plan) -> str:
-    comments = [f"dstack {'task' if plan.training else 'service'} for {plan.model}. "
-                "Save as .dstack.yml and run: dstack apply -f .dstack.yml"]
+    comments = [(f"dstack {'task' if plan.training else 'service'} for {plan.model}. "
+                "Save as .dstack.yml and run: dstack apply -f .dstack.yml")]
     return _yaml.dump(config(plan), comments)

@@ -15,29 +15,44 @@ from typing import Any
 
 from gpuwise.errors import unknown_name
 from gpuwise.export import _yaml
-from gpuwise.export._launch import (check_scheduler, launch_line, launch_tokens, multinode_env,
-                                    setup_lines)
+from gpuwise.export._common import not_for, vendor
+from gpuwise.export._launch import (
+    check_scheduler,
+    launch_line,
+    launch_tokens,
+    multinode_env,
+    setup_lines,
+)
 from gpuwise.export._plan import Plan
 from gpuwise.export.torchrun import RDZV_PORT
 from gpuwise.export.vllm import SERVE_PORT
 from gpuwise.i18n import Text
 
-__all__ = ["manifests", "emit", "gpu_limits"]
+__all__ = ["emit", "gpu_limits", "manifests"]
 
 VLLM_IMAGE = "vllm/vllm-openai:latest"  # vLLM's official serving image
 TRAIN_IMAGE = "pytorch/pytorch:latest"  # PyTorch's official image; replace with your own
 HF_SECRET = {"name": "hf-token", "key": "token", "optional": True}
+# Extended resource names of the vendors' device plugins (NVIDIA k8s-device-plugin, ROCm
+# k8s-device-plugin); Ascend's plugin names one resource per chip model, so it is not guessed.
+_DEVICE_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 
 
-def gpu_limits(plan: Plan) -> dict[str, int]:
-    """The extended resource to request: whole GPUs or MIG slices."""
+def gpu_limits(plan: Plan) -> dict[str, str]:
+    """The extended resource to request: whole GPUs or MIG slices. Quantities are strings in
+    the Kubernetes API schema (the python client's models reject a bare int)."""
+    count = str(plan.gpus_per_node)
     if not plan.mig_profile:
-        return {"nvidia.com/gpu": plan.gpus_per_node}
+        maker = vendor(plan)
+        if maker not in _DEVICE_RESOURCE:
+            raise not_for("k8s", plan, f"gpuwise knows no device-plugin resource name for "
+                          f"{maker} cards.", f"gpuwise 不知道 {maker} 加速卡的设备插件资源名。")
+        return {_DEVICE_RESOURCE[maker]: count}
     profiles = plan.card_info.get("mig_profiles")
     if isinstance(profiles, list) and profiles and plan.mig_profile not in profiles:
         raise unknown_name(Text("MIG profile", "MIG 配置"), plan.mig_profile,
-                           [str(p) for p in profiles], "gpuwise cards --json")
-    return {f"nvidia.com/mig-{plan.mig_profile}": plan.gpus_per_node}
+                           [str(p) for p in profiles], f"gpuwise cards {plan.card}")
+    return {f"nvidia.com/mig-{plan.mig_profile}": count}
 
 
 def _pod_spec(plan: Plan, container: dict[str, Any]) -> dict[str, Any]:
@@ -109,8 +124,8 @@ def manifests(plan: Plan) -> list[dict[str, Any]]:
 
 
 def emit(plan: Plan) -> str:
-    comments = [f"Kubernetes manifests for {plan.model} ({plan.gpus_per_node} GPU per pod"
+    comments = [(f"Kubernetes manifests for {plan.model} ({plan.gpus_per_node} GPU per pod"
                 f"{', ' + str(plan.nodes) + ' pods' if plan.nodes > 1 else ''}). "
-                "Apply: kubectl apply -f gpuwise.yaml",
+                "Apply: kubectl apply -f gpuwise.yaml"),
                 "Gated models: kubectl create secret generic hf-token --from-literal=token=hf_..."]
     return _yaml.dump_all(manifests(plan), comments)

@@ -16,7 +16,7 @@ from typing import Any
 from gpuwise.export._launch import check_scheduler, launch_line, setup_lines
 from gpuwise.export._plan import Plan
 
-__all__ = ["options", "bundles", "custom_resource", "emit"]
+__all__ = ["bundles", "custom_resource", "emit", "options"]
 
 # The share of the accelerator_type resource that Ray's own @ray.remote(accelerator_type=...)
 # requests (ray/_private/ray_option_utils.py); bundles must offer at least that much.

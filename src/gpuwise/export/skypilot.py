@@ -11,8 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._launch import (check_scheduler, disk_gb, gpu_name, launch_line,
-                                    multinode_env, setup_lines)
+from gpuwise.export._launch import (
+    check_scheduler,
+    disk_gb,
+    gpu_name,
+    launch_line,
+    multinode_env,
+    setup_lines,
+)
 from gpuwise.export._plan import Plan
 from gpuwise.export.vllm import SERVE_PORT
 
@@ -49,6 +55,6 @@ def config(plan: Plan) -> dict[str, Any]:
 
 
 def emit(plan: Plan) -> str:
-    comments = [f"SkyPilot task for {plan.model} on {plan.nodes} x {plan.gpus_per_node} "
-                f"{plan.card_name or plan.card}. Launch: sky launch -c {plan.name} task.yaml"]
+    comments = [(f"SkyPilot task for {plan.model} on {plan.nodes} x {plan.gpus_per_node} "
+                f"{plan.card_name or plan.card}. Launch: sky launch -c {plan.name} task.yaml")]
     return _yaml.dump(config(plan), comments)

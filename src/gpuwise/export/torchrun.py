@@ -7,24 +7,34 @@ argument parser (torch.distributed.run.get_args_parser).
 
 from __future__ import annotations
 
-from gpuwise.export._common import (DS_CONFIG_FILE, TRAIN_SCRIPT, Env, check_training,
-                                    shell_join, zero_stage)
+from gpuwise.export._common import (
+    DS_CONFIG_FILE,
+    TRAIN_SCRIPT,
+    Env,
+    check_training,
+    shell_join,
+    uses_deepspeed,
+    uses_fsdp,
+    zero_stage,
+)
 from gpuwise.export._plan import Plan
 
-__all__ = ["launch_tokens", "emit", "RDZV_PORT"]
+__all__ = ["RDZV_PORT", "emit", "launch_tokens"]
 
 # The c10d rendezvous port of the torchrun docs' multi-node example.
 RDZV_PORT = 29400
 
 
-def uses_deepspeed(plan: Plan) -> bool:
-    """DeepSpeed runs the sharding (a ZeRO stage) unless the plan chose FSDP."""
-    return zero_stage(plan) > 0 and not plan.fsdp
-
-
 def script_args(plan: Plan) -> list[str]:
-    """The training script and its arguments; `--deepspeed FILE` is the Hugging Face Trainer's."""
-    return [TRAIN_SCRIPT, *(["--deepspeed", DS_CONFIG_FILE] if uses_deepspeed(plan) else [])]
+    """The training script and its sharding arguments, in the Hugging Face Trainer's
+    vocabulary (`--deepspeed FILE`, `--fsdp "full_shard auto_wrap"`)."""
+    if uses_deepspeed(plan):
+        return [TRAIN_SCRIPT, "--deepspeed", DS_CONFIG_FILE]
+    if uses_fsdp(plan):
+        shard = "full_shard" if zero_stage(plan) == 3 else "shard_grad_op"
+        offload = " offload" if plan.offload == "cpu" else ""
+        return [TRAIN_SCRIPT, "--fsdp", f"{shard}{offload} auto_wrap"]
+    return [TRAIN_SCRIPT]
 
 
 def launch_tokens(plan: Plan) -> list[str]:

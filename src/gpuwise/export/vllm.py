@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import re
 
-from gpuwise.export._common import num, not_for, shell_join
+from gpuwise.export._common import not_for, num, shell_join
 from gpuwise.export._plan import Plan
 
-__all__ = ["serve_tokens", "emit"]
+__all__ = ["emit", "serve_tokens"]
 
 # --kv-cache-dtype values we pass through; "auto" (and bf16/fp16, the model dtype) are vLLM's
 # default and need no flag (vLLM docs, --kv-cache-dtype choices auto|fp8|fp8_e4m3|fp8_e5m2).
@@ -36,6 +36,11 @@ def _check(plan: Plan) -> None:
         raise not_for("vllm", plan, f"it was sized for the '{engine}' engine, whose memory use "
                       "differs. Re-plan with --engine vllm.",
                       f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine vllm 重新规划。")
+    if _tp(plan) * plan.pp * plan.dp > plan.gpus:
+        raise not_for("vllm", plan, f"tensor x pipeline x data parallel = {_tp(plan)} x {plan.pp} "
+                      f"x {plan.dp} needs more than the plan's {plan.gpus} GPUs.",
+                      f"张量 × 流水线 × 数据并行 = {_tp(plan)} × {plan.pp} × {plan.dp}，"
+                      f"超过计划中的 {plan.gpus} 张卡。")
     if plan.kv_dtype not in _KV_FLAGS + _KV_DEFAULT:
         raise not_for("vllm", plan, f"vLLM has no KV cache type '{plan.kv_dtype}'; use auto or "
                       "fp8.", f"vLLM 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
@@ -52,8 +57,8 @@ def _quantization(plan: Plan) -> str | None:
         return None
     if plan.weights == "fp8":
         return "fp8"  # dynamic per-tensor FP8 of a bf16/fp16 checkpoint (vLLM FP8 docs)
-    if plan.weights == "nf4":
-        return "bitsandbytes"  # in-flight 4-bit bitsandbytes (vLLM bitsandbytes docs)
+    # 4- and 8-bit integer weights need a quantized checkpoint: vLLM 0.33 has no in-flight
+    # int4 method (bitsandbytes is gone from its --quantization choices).
     return None
 
 
@@ -85,9 +90,9 @@ def serve_tokens(plan: Plan) -> list[str]:
 
 def notes(plan: Plan) -> list[str]:
     """Warnings the command alone cannot carry."""
-    if plan.weights in ("int4", "int8") and not _PREQUANT.search(plan.hf_id):
-        return [f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
-                f"checkpoint of {plan.model}; vLLM reads its quantization from config.json."]
+    if plan.weights in ("int4", "int8", "nf4") and not _PREQUANT.search(plan.hf_id):
+        return [(f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
+                f"checkpoint of {plan.model}; vLLM reads its quantization from config.json.")]
     return []
 
 
