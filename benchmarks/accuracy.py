@@ -15,7 +15,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpuwise.service import EstimateRequest, estimate_json  # noqa: E402
+from gpuwise.service import EstimateRequest, estimate_json
 
 GIB = 2**30
 

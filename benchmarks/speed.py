@@ -42,8 +42,8 @@ def in_process(seconds: float = 2.0) -> float:
 
 
 def import_time() -> float:
-    out = subprocess.run([sys.executable, "-c", "import time; t=time.perf_counter(); import gpuwise; "
-                          "print(time.perf_counter()-t)"], check=True, capture_output=True, text=True)
+    code = "import time; t=time.perf_counter(); import gpuwise; print(time.perf_counter()-t)"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout)
 
 

@@ -5,7 +5,6 @@ weights 2-3 %, vLLM KV pool 10 %, decode/training speed 30 %."""
 from __future__ import annotations
 
 import pytest
-
 from benchmarks.accuracy import CHECKS, Check, evaluate
 
 

@@ -18,10 +18,33 @@ _LAZY = {
     "load_cards": "gpuwise.catalog.cards",
     "resolve_card": "gpuwise.catalog.cards",
     "estimate": "gpuwise.estimate.api",
+    "estimate_memory": "gpuwise.estimate.api",
+    "Workload": "gpuwise.estimate.workload",
+    "Deployment": "gpuwise.estimate.workload",
+    "EstimateRequest": "gpuwise.service",
+    "PlanRequest": "gpuwise.service",
+    "estimate_json": "gpuwise.service",
+    "plan_json": "gpuwise.service",
     "GpuwiseError": "gpuwise.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "Deployment",
+    "EstimateRequest",
+    "GpuwiseError",
+    "ModelArch",
+    "PlanRequest",
+    "Workload",
+    "__version__",
+    "count_params",
+    "estimate",
+    "estimate_json",
+    "estimate_memory",
+    "load_cards",
+    "load_model",
+    "plan_json",
+    "resolve_card",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -166,7 +166,7 @@ def _check_plan(req: PlanRequest) -> None:
     for flag, value, choices in (("--objective", req.objective, ("cost", "speed", "cost-per-token")),
                                  ("--stage", req.stage or "validate", tuple(STAGES))):
         if value not in choices:
-            raise unknown_name(Text(f"{flag} value", f"{flag} 取值"), value, choices, f"gpuwise plan --help")
+            raise unknown_name(Text(f"{flag} value", f"{flag} 取值"), value, choices, "gpuwise plan --help")
     for need in _split(req.require):
         if need not in ("ecc", "nvlink"):
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")

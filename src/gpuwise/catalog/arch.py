@@ -144,7 +144,8 @@ class ModelArch:
     # --- derived shapes -------------------------------------------------------------
     @property
     def kinds(self) -> tuple[LayerKind, ...]:
-        return self.layer_kinds or ("full",) * self.num_layers
+        full: tuple[LayerKind, ...] = ("full",)
+        return self.layer_kinds or full * self.num_layers
 
     def count_kind(self, kind: LayerKind) -> int:
         return sum(1 for k in self.kinds if k == kind)

@@ -21,10 +21,10 @@ _VOCAB = 128_256
 
 
 def _arch(name: str, hidden: int, layers: int, heads: int) -> ModelArch:
-    inter = int(round(hidden * 3.5 / 256)) * 256
+    inter = round(hidden * 3.5 / 256) * 256
     return ModelArch(
         name=name, model_type="generic", hidden_size=hidden, num_layers=layers, num_heads=heads,
-        num_kv_heads=8 if heads >= 8 else heads, head_dim=hidden // heads, intermediate_size=inter,
+        num_kv_heads=min(8, heads), head_dim=hidden // heads, intermediate_size=inter,
         vocab_size=_VOCAB, max_context=131_072, approximate=True, source="generic",
         notes=(Text(f"'{name}' is a bare size: a generic Llama-style architecture is assumed; "
                     "give a preset, config.json or hub id for exact figures.",

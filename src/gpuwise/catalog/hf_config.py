@@ -119,17 +119,22 @@ def _layer_kinds(r: _Reader, layers: int) -> tuple[tuple[LayerKind, ...], int]:
         return kinds, window if "sliding" in kinds else 0
     interval = r.int("full_attention_interval", default=0, low=0, high=_MAX_LAYERS)
     if interval:  # Qwen3-Next: every interval-th layer is full attention, the rest linear
-        return tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(layers)), 0
+        return _pattern(layers, interval, "linear"), 0
     if not window or cfg.get("use_sliding_window") is False:
         return (), 0
     pattern = r.int("sliding_window_pattern", "sliding_window_pattern_size", default=0, low=0,
                     high=_MAX_LAYERS)
     model_type = r.str("model_type")
     if pattern:  # Gemma 3: every pattern-th layer is global
-        return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)), window
-    if model_type == "gemma2":  # Gemma2DecoderLayer: even layers slide
-        return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers)), window
-    return ("sliding",) * layers, window  # Mistral v0.1: every layer slides
+        return _pattern(layers, pattern, "sliding"), window
+    if model_type == "gemma2":  # Gemma2DecoderLayer: even layers slide, odd layers are global
+        return _pattern(layers, 2, "sliding"), window
+    return _pattern(layers, layers + 1, "sliding"), window  # Mistral v0.1: every layer slides
+
+
+def _pattern(layers: int, every: int, other: LayerKind) -> tuple[LayerKind, ...]:
+    """Every `every`-th layer (1-based) is full attention, the others are `other`."""
+    return tuple("full" if (i + 1) % every == 0 else other for i in range(layers))
 
 
 def _moe(r: _Reader, layers: int, hidden_inter: int, router_bias: bool) -> MoE | None:

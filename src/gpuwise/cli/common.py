@@ -45,7 +45,6 @@ def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:
         print_json(err.to_dict())
     else:
         from rich.console import Console
-
         from rich.markup import escape
 
         console = Console(stderr=True, highlight=False)

@@ -45,7 +45,7 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("plan")
-    def plan(  # noqa: PLR0913 - one parameter per documented flag
+    def plan(
         src: Annotated[str, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 70b.")],
         task: Annotated[str, typer.Option("--task", help="infer | full | lora | qlora | pretrain")] = "infer",
         weights: Annotated[str, typer.Option("--weights", help="any | bf16 | fp8 | int4 | ...")] = "any",

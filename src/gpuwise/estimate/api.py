@@ -9,13 +9,13 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.cost import Cost, job_cost
-from gpuwise.estimate.links import card_rates
-from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.constants import engine_constants
+from gpuwise.estimate.cost import Cost, job_cost
 from gpuwise.estimate.fit import suggest_fixes
+from gpuwise.estimate.links import card_rates
 from gpuwise.estimate.memory_infer import infer_memory
 from gpuwise.estimate.memory_train import train_memory
+from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.cards import Precision
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table
@@ -48,18 +49,20 @@ class TrainSpeed:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-def compute_precision(model: ModelArch, w: Workload, d: Deployment) -> str:
+def compute_precision(model: ModelArch, w: Workload, d: Deployment) -> Precision:
     """The tensor rate the matmuls run at: FP8 only where the card has it; weight-only int4/nf4
     and GGUF dequantise to 16-bit (Marlin/AWQ kernels, llama.cpp's CUDA path)."""
     fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
-    if fmt in ("fp8", "int8") and d.card.dense_tflops(fmt) is not None and d.engine == "vllm":
-        return fmt
+    if fmt == "fp8" and d.card.dense_tflops("fp8") is not None and d.engine == "vllm":
+        return "fp8"
+    if fmt == "int8" and d.card.dense_tflops("int8") is not None and d.engine == "vllm":
+        return "int8"
     if d.card.dense_tflops("bf16") is None:
         return "fp16"
     return "bf16"
 
 
-def _peak_flops(d: Deployment, precision: str) -> float:
+def _peak_flops(d: Deployment, precision: Precision) -> float:
     return (d.card.dense_tflops(precision) or d.card.dense_tflops("fp16") or d.card.fp32_tflops or 1.0) * 1e12
 
 
@@ -118,7 +121,7 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       step_breakdown_s={**parts, "overhead": overhead})
 
 
-def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, precision: str,
+def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, precision: Precision,
              weights: float, t_offload: float) -> tuple[float, float]:
     """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
     at the family's prefill fraction of peak; TP adds two all-reduces of the prompt per layer."""
@@ -184,6 +187,6 @@ def _offload_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, mem
     if d.offload == "none":
         return 0.0
     n = count_params(model).total / max(1, d.gpus)
-    bw = efficiency_table()["links"]["nvme_gbps"] * GB if d.offload == "nvme" else r.pcie_h2d
-    cpu = efficiency_table()["overheads"]["cpu_adam_params_per_s"]
+    bw = float(efficiency_table()["links"]["nvme_gbps"]) * GB if d.offload == "nvme" else r.pcie_h2d
+    cpu = float(efficiency_table()["overheads"]["cpu_adam_params_per_s"])
     return 4.0 * n / bw + count_params(model).total / d.nodes / cpu
