@@ -29,6 +29,7 @@ class EstimateRequest:
     kv_dtype: str = "auto"
     context: int = 4096
     concurrency: int = 1
+    output_tokens: int | None = None
     max_num_batched_tokens: int | None = None
     engine: str = "vllm"
     gpu_memory_utilization: float = 0.9
@@ -72,7 +73,7 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
     if targets == ("all",) or targets == ("all-linear",):
         targets = LORA_TARGETS
     w = Workload(task=req.task, weights=req.weights, kv_dtype=req.kv_dtype,  # type: ignore[arg-type]
-                 context=req.context, concurrency=req.concurrency,
+                 context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
                  max_num_batched_tokens=req.max_num_batched_tokens, seq_len=req.seq_len,
                  micro_batch=req.micro_batch, optimizer=req.optimizer,  # type: ignore[arg-type]
                  grad_ckpt=req.grad_ckpt, flash_attention=req.flash_attention,  # type: ignore[arg-type]
@@ -128,6 +129,7 @@ class PlanRequest:
     kv_dtype: str = "auto"
     context: int = 4096
     concurrency: int = 1
+    output_tokens: int | None = None
     engine: str = "vllm"
     seq_len: int = 2048
     micro_batch: int = 1
@@ -186,7 +188,8 @@ def plan_json(req: PlanRequest) -> dict[str, Any]:
     cards = [resolve_card(n, catalog).card for n in _split(req.cards)] or list(catalog)
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
     w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
-                 concurrency=req.concurrency, seq_len=req.seq_len, micro_batch=req.micro_batch,
+                 concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
+                 micro_batch=req.micro_batch,
                  optimizer=req.optimizer, lora_rank=req.lora_rank,  # type: ignore[arg-type]
                  grad_ckpt="none" if req.grad_ckpt == "auto" else req.grad_ckpt)  # type: ignore[arg-type]
     if not w.is_training and req.context > model.max_context:

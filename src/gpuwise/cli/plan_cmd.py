@@ -52,6 +52,7 @@ def register(app: typer.Typer) -> None:
         kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
         context: Annotated[int, typer.Option("--context")] = 4096,
         concurrency: Annotated[int, typer.Option("--concurrency")] = 1,
+        output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context.")] = None,
         seq_len: Annotated[int, typer.Option("--seq-len")] = 2048,
         micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
         optimizer: Annotated[str, typer.Option("--optimizer")] = "adamw",
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
         from gpuwise.service import PlanRequest, emit_json, plan_json
 
         req = PlanRequest(model=src, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
-                          concurrency=concurrency, seq_len=seq_len, micro_batch=micro_batch, optimizer=optimizer,
+                          concurrency=concurrency, output_tokens=output_tokens, seq_len=seq_len, micro_batch=micro_batch, optimizer=optimizer,
                           grad_ckpt=grad_ckpt, lora_rank=lora_rank, budget=budget, min_throughput=min_throughput,
                           max_ttft=max_ttft, min_tokens_per_s_per_user=min_tps_user, require=require,
                           provider=provider, billing=billing, cards=cards, objective=objective, stage=stage,

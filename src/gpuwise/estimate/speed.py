@@ -80,16 +80,17 @@ def _decode_weight_bytes(model: ModelArch, w: Workload, batch: int) -> float:
 
 
 def _avg_kv_tokens(w: Workload) -> float:
-    """Mean KV length while decoding: the prompt plus half of the output (output = 1/4 of context,
-    at most 1,024 tokens, a chat-like split)."""
-    out = min(w.context // 4, 1024)
-    return w.context - out + out / 2
+    """Mean KV length while decoding: the prompt plus half of the output."""
+    return w.prompt_len + w.output_len / 2
 
 
 def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates) -> InferSpeed:
     tp = tensor_parallel(model, d)
     gpus_per_stage = tp
     batch = w.concurrency
+    cap = mem.capacity
+    if d.engine == "vllm" and cap is not None and 1 <= cap.max_concurrency < batch:
+        batch = int(cap.max_concurrency)  # vLLM queues what its KV pool cannot hold
     elem = kv_element_bytes(w, model)
     share = kv_share(model, tp)
     kv = model.kv_bytes_for_context(int(_avg_kv_tokens(w)), elem) * share * batch / d.pp
@@ -112,10 +113,14 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     stage = max(t_mem, t_compute) + t_tp + t_offload + overhead
     # pipeline: a token passes every stage in turn; with >= pp batches in flight the stages overlap
     tpot = stage * d.pp
-    throughput = batch / stage if batch >= d.pp else batch / tpot
+    decode_rate = batch / stage if batch >= d.pp else batch / tpot
     parts = {"memory": t_mem, "compute": t_compute, "communication": t_tp, "offload": t_offload}
     bound = max(parts, key=lambda k: parts[k])
     prefill_tps, ttft = _prefill(model, w, d, r, tp, precision, weights, t_offload)
+    # Each request also costs its prefill: B requests of O output tokens take O decode steps plus
+    # B prompt prefills (continuous batching interleaves them; their compute adds up).
+    out = w.output_len
+    throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
     return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
                       step_breakdown_s={**parts, "overhead": overhead})
@@ -125,7 +130,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, pr
              weights: float, t_offload: float) -> tuple[float, float]:
     """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
     at the family's prefill fraction of peak; TP adds two all-reduces of the prompt per layer."""
-    prompt = w.context - min(w.context // 4, 1024)
+    prompt = w.prompt_len
     p = count_params(model)
     flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
     t = max(flops / (_peak_flops(d, precision) * r.prefill), weights / r.mem_bw)

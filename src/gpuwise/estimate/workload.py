@@ -42,6 +42,7 @@ class Workload:
     kv_dtype: str = "auto"  # auto (16-bit) | bf16 | fp16 | fp8 | int8 | q8_0 | q4_0
     context: int = 4096  # prompt + output tokens per sequence (inference)
     concurrency: int = 1  # sequences served at once
+    output_tokens: int | None = None  # of --context; None: a chat-like quarter, at most 1,024
     max_num_batched_tokens: int | None = None  # None: the engine's default
     seq_len: int = 2048  # training sequence length
     micro_batch: int = 1  # sequences per GPU per step
@@ -60,6 +61,10 @@ class Workload:
                             ("--lora-rank", self.lora_rank)):
             _check(0 < value <= MAX_TOKENS, f"{flag} must be between 1 and {MAX_TOKENS:,}; got {value}.",
                    f"{flag} 必须在 1 到 {MAX_TOKENS:,} 之间，实际为 {value}。")
+        if self.output_tokens is not None:
+            _check(0 < self.output_tokens < self.context,
+                   f"--output-tokens must be between 1 and --context - 1; got {self.output_tokens}.",
+                   f"--output-tokens 必须在 1 与 --context - 1 之间，实际为 {self.output_tokens}。")
         if self.max_num_batched_tokens is not None:
             _check(0 < self.max_num_batched_tokens <= MAX_TOKENS,
                    f"--max-num-batched-tokens must be positive; got {self.max_num_batched_tokens}.",
@@ -71,6 +76,16 @@ class Workload:
     @property
     def is_training(self) -> bool:
         return self.task != "infer"
+
+    @property
+    def output_len(self) -> int:
+        """Generated tokens per request: --output-tokens, else a chat-like quarter of the
+        context, at most 1,024."""
+        return self.output_tokens or max(1, min(self.context // 4, 1024))
+
+    @property
+    def prompt_len(self) -> int:
+        return self.context - self.output_len
 
 
 @dataclass(frozen=True)
