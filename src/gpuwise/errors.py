@@ -30,6 +30,7 @@ class GpuwiseError(Exception):
             "message": self.message.en,
             "message_zh": self.message.zh,
             "hint": self.hint.en if self.hint else None,
+            "hint_zh": self.hint.zh if self.hint else None,
             "suggestions": list(self.suggestions),
         }
 

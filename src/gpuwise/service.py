@@ -232,3 +232,16 @@ def emit_json(req: PlanRequest, target: str) -> dict[str, Any]:
                               "没有满足条件的方案，无法导出配置。"))
     return {"schema_version": 1, "target": target, "plan": result["plans"][0],
             "config": emit(result["plans"][0], target)}
+
+
+def cards_json(name: str | None = None, min_memory: float | None = None, nvlink: bool | None = None,
+               vendor: str | None = None, sort: str = "bandwidth") -> dict[str, Any]:
+    """The `gpuwise cards --json` object: the filtered catalog, or one card with its note."""
+    from gpuwise.catalog.cards import filter_cards
+
+    catalog = load_cards(())
+    if name:
+        return {"schema_version": 1, **resolve_card(name, catalog).to_dict()}
+    chosen = filter_cards(catalog, min_memory_gb=min_memory, nvlink=True if nvlink else None,
+                          vendor=vendor, sort=sort)
+    return {"schema_version": 1, "cards": [c.to_dict() for c in chosen]}

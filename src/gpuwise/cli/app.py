@@ -31,9 +31,17 @@ def _root(
 
 def _register() -> None:
     # Each command module adds its commands; keep one line per module.
-    from gpuwise.cli import cards_cmd, doctor_cmd, estimate_cmd, model_cmd, plan_cmd, verify_cmd
+    from gpuwise.cli import (
+        cards_cmd,
+        doctor_cmd,
+        estimate_cmd,
+        model_cmd,
+        plan_cmd,
+        serve_cmd,
+        verify_cmd,
+    )
 
-    for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd):
+    for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd, serve_cmd):
         module.register(app)
 
 

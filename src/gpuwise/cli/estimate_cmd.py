@@ -81,7 +81,7 @@ def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
-    def estimate(  # noqa: PLR0913 - one parameter per documented flag
+    def estimate(
         src: Annotated[str, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 7b.")],
         card: Annotated[str, typer.Option("--card", help="GPU card, e.g. H100-SXM, 4090, A100-80G.")],
         gpus: Annotated[int, typer.Option("--gpus", help="GPUs per node.")] = 1,
@@ -90,6 +90,7 @@ def register(app: typer.Typer) -> None:
         kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="auto | fp16 | bf16 | fp8 | int8 | q8_0 | q4_0")] = "auto",
         context: Annotated[int, typer.Option("--context", help="Tokens per sequence (prompt + output).")] = 4096,
         concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences served at once.")] = 1,
+        output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context (default: a quarter, at most 1,024).")] = None,
         max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Prefill chunk (default: the engine's).")] = None,
         engine: Annotated[str, typer.Option("--engine", help="vllm | transformers | llamacpp")] = "vllm",
         gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM's memory fraction.")] = 0.9,
@@ -116,6 +117,7 @@ def register(app: typer.Typer) -> None:
         billing: Annotated[str, typer.Option("--billing", help="hourly | monthly | spot")] = "hourly",
         tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for time and cost per run.")] = None,
         explain: Annotated[bool, typer.Option("--explain", help="Show the formula behind each line.")] = False,
+        plot: Annotated[str | None, typer.Option("--plot", help="Also draw the memory chart to out.png or out.svg (gpuwise[plot]).")] = None,
         json_out: JsonOpt = False,
         lang: LangOpt = None,
     ) -> None:
@@ -124,12 +126,15 @@ def register(app: typer.Typer) -> None:
 
         req = EstimateRequest(
             model=src, card=card, gpus=gpus, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
-            concurrency=concurrency, max_num_batched_tokens=max_num_batched_tokens, engine=engine,
+            concurrency=concurrency, output_tokens=output_tokens,
+            max_num_batched_tokens=max_num_batched_tokens, engine=engine,
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, optimizer=optimizer, grad_ckpt=grad_ckpt,
             flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
             calibration=calibration, provider=provider, billing=billing, train_tokens=tokens)
-        run_command(json_out, lang, lambda: estimate_json(req),
+        from gpuwise.report.plot import with_plot
+
+        run_command(json_out, lang, lambda: with_plot(estimate_json(req), plot, lang),
                     lambda r, lg: render_estimate(r, lg, explain))

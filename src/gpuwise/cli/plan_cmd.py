@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
         tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for the per-run cost.")] = None,
         inter_node_gbps: Annotated[float, typer.Option("--inter-node-gbps")] = 100.0,
         top: Annotated[int, typer.Option("--top")] = 5,
+        plot: Annotated[str | None, typer.Option("--plot", help="Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot]).")] = None,
         emit: Annotated[str | None, typer.Option("--emit", help="vllm | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
         hub: Annotated[str, typer.Option("--hub")] = "auto",
         json_out: JsonOpt = False,
@@ -90,4 +91,6 @@ def register(app: typer.Typer) -> None:
         if emit:
             run_command(json_out, lang, lambda: emit_json(req, emit), lambda r, lg: typer.echo(r["config"]))
             return
-        run_command(json_out, lang, lambda: plan_json(req), render_plan)
+        from gpuwise.report.plot import with_plot
+
+        run_command(json_out, lang, lambda: with_plot(plan_json(req), plot, lang), render_plan)

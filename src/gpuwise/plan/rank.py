@@ -64,8 +64,9 @@ def _deciding_reason(c: Candidate, objective: str, rank: int) -> Text:
 def _why_not(card: Card, tried: list[Candidate], winner: Candidate | None) -> dict[str, Any]:
     """The one line that says why `card` lost, from its closest attempt."""
     passing = [c for c in tried if c.ok]
-    if passing and passing[0].cost is None:
-        return _row(passing[0], [Text("fits, but no provider file prices this card (add one with --prices)",
+    if passing and passing[0].cost is None:  # unpriced: show its smallest passing configuration
+        smallest = min(passing, key=lambda c: c.deployment.gpus * c.deployment.nodes)
+        return _row(smallest, [Text("fits, but no provider file prices this card (add one with --prices)",
                                       "放得下，但价格文件中没有这张卡的报价（可用 --prices 补充）")])
     if passing:
         best = passing[0]

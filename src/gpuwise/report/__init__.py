@@ -1,0 +1,1 @@
+"""Presentation of results beyond the terminal: charts (plot.py)."""

@@ -1,0 +1,129 @@
+"""`create_app()`: the FastAPI app behind `gpuwise serve` (JSON API, page, vendored assets).
+
+Imported only by the `serve` command and the tests: FastAPI is an extra (`gpuwise[web]`).
+Every asset is served from the package; the page loads nothing from other hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.staticfiles import StaticFiles
+
+from gpuwise import __version__
+from gpuwise.errors import GpuwiseError, InputError
+from gpuwise.i18n import Text
+from gpuwise.web.api import Runner, add_api, json_response, status_of
+
+HERE = Path(__file__).resolve().parent
+MAX_BODY_BYTES = 256 * 1024  # a saved verify JSON of an 8-GPU server is well under 100 KiB
+MAX_QUERY_BYTES = 16 * 1024  # a pasted config.json in the page's URL fits
+# Only this origin: no CDN, no inline script, no framing.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+       "frame-ancestors 'none'")
+_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+            (b"x-frame-options", b"DENY")]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _error_bytes(err: GpuwiseError) -> bytes:
+    import json
+
+    return json.dumps(err.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+class Guard:
+    """ASGI middleware: caps request body and query size; adds security headers."""
+
+    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.max_body:
+            await self._refuse(send, 413, Text(f"The request body is larger than {self.max_body // 1024} KiB.",
+                                               f"请求体超过 {self.max_body // 1024} KiB。"))
+            return
+        if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+            await self._refuse(send, 414, Text("The query string is too long.", "查询字符串过长。"))
+            return
+        started, seen = False, 0
+
+        async def receive_capped() -> dict[str, Any]:
+            nonlocal seen
+            message: dict[str, Any] = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                raise _TooLarge
+            return message
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                extra = [*_HEADERS, (b"content-security-policy", CSP.encode())]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive_capped, send_with_headers)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send, 413, Text(f"The request body is larger than {self.max_body // 1024} KiB.",
+                                                   f"请求体超过 {self.max_body // 1024} KiB。"))
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, message: Text) -> None:
+        body = _error_bytes(InputError(message))
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()), *_HEADERS]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app(*, workers: int | None = None, timeout_s: float | None = None,
+               max_body: int = MAX_BODY_BYTES) -> FastAPI:
+    """The whole web service; `workers` and `timeout_s` bound the computation pool."""
+    runner = Runner(workers, timeout_s) if timeout_s else Runner(workers)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        runner.close()
+
+    app = FastAPI(title="gpuwise", version=__version__, lifespan=lifespan, docs_url=None,
+                  redoc_url=None,  # both load their assets from a CDN; /openapi.json stays
+                  description="Does it fit, can it be fed, how fast, what does it cost. "
+                              "Each endpoint returns the same JSON as the matching CLI command "
+                              "with --json. 每个接口返回与对应命令 --json 相同的 JSON。")
+    app.state.runner = runner
+
+    @app.exception_handler(GpuwiseError)
+    async def _gpuwise_error(request: Request, err: GpuwiseError) -> Response:
+        return json_response(err.to_dict(), status_of(err, request.url.path))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, err: RequestValidationError) -> Response:
+        bad = InputError(Text(f"Invalid request: {err.errors()[:3]}", f"请求无效：{err.errors()[:3]}"))
+        return json_response(bad.to_dict(), 422)
+
+    add_api(app, runner)
+    from gpuwise.web.page import add_page
+
+    add_page(app, runner)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.add_middleware(Guard, max_body=max_body)
+    return app

@@ -1,0 +1,176 @@
+"""What the page shows, computed from the API's JSON objects: verdict, tables, chart data.
+
+Pure functions over the `plan`/`estimate` dicts (no I/O, no framework), in the page's language.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.i18n import Lang
+
+GIB = 2**30
+# Stacked memory components, in the order they are drawn (keys of the JSON `memory` object).
+COMPONENTS = ("weights", "kv_cache", "activations", "gradients", "optimizer", "overhead")
+CONFIG_TARGETS = ("vllm", "deepspeed", "skypilot", "k8s")  # the snippets shown for plan #1
+
+
+def gib(n: float, digits: int = 1) -> str:
+    return f"{n / GIB:,.{digits}f}"
+
+
+def num(n: float | None, digits: int = 0) -> str:
+    return "–" if n is None else f"{n:,.{digits}f}"
+
+
+def _zh(obj: dict[str, Any], key: str, lang: Lang) -> Any:
+    """A bilingual field: `key_zh` in Chinese when present, else `key`."""
+    return obj.get(key + "_zh", obj.get(key)) if lang == "zh" else obj.get(key)
+
+
+def memory_bar(label: str, memory: dict[str, Any], usable: float) -> dict[str, Any]:
+    """One stacked bar in GiB: the components, the rest of usable memory, and usable itself."""
+    parts = {c: float(memory.get(c) or 0) for c in COMPONENTS}
+    required = float(memory.get("required") or sum(parts.values()))
+    parts["other"] = max(required - sum(parts.values()), 0.0)
+    parts["free"] = max(usable - required, 0.0)
+    return {"label": label, "parts": {k: round(v / GIB, 3) for k, v in parts.items()},
+            "usable": round(usable / GIB, 3), "required": round(required / GIB, 3)}
+
+
+def memory_chart(bars: list[dict[str, Any]], L: dict[str, str]) -> dict[str, Any]:
+    keys = [k for k in (*COMPONENTS, "other", "free") if any(b["parts"][k] for b in bars)]
+    return {"title": L["memory_chart"], "labels": [b["label"] for b in bars],
+            "datasets": [{"key": k, "label": L[k + "_c"], "data": [b["parts"][k] for b in bars]}
+                         for k in keys],
+            "usable": {"label": L["usable_c"], "data": [b["usable"] for b in bars]}}
+
+
+def _speed_value(speed: dict[str, Any]) -> float | None:
+    value = speed.get("throughput_tokens_per_s", speed.get("tokens_per_s"))
+    return None if value is None else float(value)
+
+
+def speed_text(speed: dict[str, Any] | None, L: dict[str, str]) -> str:
+    if not speed:
+        return "–"
+    if "throughput_tokens_per_s" in speed:
+        return f"{num(speed['throughput_tokens_per_s'])} tok/s · TTFT {num(speed.get('ttft_s'), 2)} s"
+    return f"{num(speed.get('tokens_per_s'))} tok/s · MFU {100 * float(speed.get('mfu') or 0):.0f}%"
+
+
+def cost_text(cost: dict[str, Any] | None) -> str:
+    if not cost:
+        return "–"
+    cur = "元" if cost.get("currency") == "CNY" else cost.get("currency", "")
+    out = f"{num(cost.get('per_hour'), 2)} {cur}/h"
+    if cost.get("per_million_tokens"):
+        out += f" · {num(cost['per_million_tokens'], 2)} {cur}/Mtok"
+    if cost.get("per_run"):
+        out += f" · {num(cost['per_run'], 0)} {cur}/run"
+    return out
+
+
+def parallel_text(par: dict[str, Any]) -> str:
+    bits = [f"TP{par.get('tp', 1)}", f"PP{par.get('pp', 1)}", f"DP{par.get('dp', 1)}"]
+    if par.get("zero"):
+        bits.append(f"ZeRO-{par['zero']}")
+    if par.get("offload") not in (None, "none"):
+        bits.append(f"offload {par['offload']}")
+    return " ".join(bits)
+
+
+def plan_rows(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    for i, p in enumerate(plan.get("plans", []), 1):
+        mem = p["memory"]
+        gpus = f"{p['gpus']}" if p.get("nodes", 1) == 1 else f"{p['nodes']}×{p['gpus_per_node']}"
+        rows.append({"rank": i, "card": p["card_name"], "card_id": p["card"], "gpus": gpus,
+                     "weights": p["weights"], "parallelism": parallel_text(p.get("parallelism") or {}),
+                     "memory": f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB",
+                     "speed": speed_text(p.get("speed"), L), "cost": cost_text(p.get("cost")),
+                     "reasons": _zh(p, "reasons", lang) or []})
+    return rows
+
+
+def rejected_rows(plan: dict[str, Any], lang: Lang) -> list[dict[str, Any]]:
+    return [{"card": r["card"], "gpus": r.get("gpus"), "weights": r.get("weights"),
+             "reasons": _zh(r, "reasons", lang) or []} for r in plan.get("rejected", [])]
+
+
+def scatter(plan: dict[str, Any], L: dict[str, str]) -> dict[str, Any]:
+    points = []
+    for i, p in enumerate(plan.get("plans", []), 1):
+        y, cost = _speed_value(p.get("speed") or {}), p.get("cost") or {}
+        if y is not None and cost.get("per_hour") is not None:
+            points.append({"x": round(float(cost["per_hour"]), 3), "y": round(y, 1),
+                           "label": f"#{i} {p['card_name']} ×{p['gpus']} {p['weights']}"})
+    return {"title": L["scatter_chart"], "x": L["cost_axis"], "y": L["speed_axis"], "points": points}
+
+
+def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[str, Any]:
+    head = est["headroom_bytes"]
+    what = f"{est['model']['name']} · {est['card']} × {est['gpus']} · {est['task']}"
+    detail = (f"{gib(est['memory']['required'])} GiB {L['required']} / {gib(est['usable_bytes'])} GiB "
+              f"{L['usable']} {L['per_gpu']} · " +
+              (f"{L['headroom']} {gib(head)} GiB" if est["fits"] else f"{L['short_by']} {gib(-head)} GiB"))
+    cap = est.get("capacity")
+    lines = [L["kv_capacity"].format(t=num(cap["kv_tokens"]), n=cap["max_concurrency"],
+                                     x=num(cap["max_context"]))] if cap else []
+    lines += [*(_zh(est, "warnings", lang) or [])]
+    note = _zh(est, "card_note", lang)
+    lines += [note] if note else []
+    return {"ok": bool(est["fits"]), "head": L["fits"] if est["fits"] else L["no_fit"], "what": what,
+            "detail": detail, "lines": lines, "fixes": _zh(est, "suggestions", lang) or []}
+
+
+def plan_verdict(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[str, Any]:
+    plans = plan.get("plans", [])
+    if not plans:
+        reasons = [f"{r['card']}: {'; '.join(r['reasons'])}" for r in rejected_rows(plan, lang)[:3]]
+        return {"ok": False, "head": L["no_plan"], "what": plan.get("model", ""), "detail": "",
+                "lines": reasons, "fixes": []}
+    p = plans[0]
+    mem = p["memory"]
+    what = f"{p['gpus']} × {p['card_name']} · {p['weights']} · {parallel_text(p.get('parallelism') or {})}"
+    detail = (f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB {L['per_gpu']} · "
+              f"{speed_text(p.get('speed'), L)} · {cost_text(p.get('cost'))}")
+    return {"ok": True, "head": L["best_plan"], "what": what, "detail": detail,
+            "lines": _zh(p, "reasons", lang) or [], "fixes": []}
+
+
+def emit_configs(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """The top plan as vLLM / DeepSpeed / SkyPilot / Kubernetes text, where each applies."""
+    plans = plan.get("plans") or []
+    if not plans:
+        return []
+    try:
+        from gpuwise.export import emit, targets_for
+    except ImportError:
+        return []
+    from gpuwise.errors import GpuwiseError
+
+    out = []
+    for target in (t for t in CONFIG_TARGETS if t in targets_for(plans[0])):
+        try:
+            out.append({"target": target, "text": emit(plans[0], target)})
+        except GpuwiseError:
+            continue
+    return out
+
+
+def build_view(plan: dict[str, Any], est: dict[str, Any] | None, configs: list[dict[str, str]],
+               lang: Lang, L: dict[str, str]) -> dict[str, Any]:
+    bars = []
+    if est is not None:
+        bars.append(memory_bar(f"{est['card']} ×{est['gpus']}", est["memory"], est["usable_bytes"]))
+    for i, p in enumerate(plan.get("plans", []), 1):
+        bars.append(memory_bar(f"#{i} {p['card_name']} ×{p['gpus']} {p['weights']}", p["memory"],
+                               p["memory"]["usable_bytes"]))
+    return {
+        "estimate": estimate_verdict(est, lang, L) if est is not None else None,
+        "verdict": plan_verdict(plan, lang, L), "plans": plan_rows(plan, lang, L),
+        "rejected": rejected_rows(plan, lang), "evaluated": plan.get("evaluated"),
+        "stage_advice": _zh(plan, "stage_advice", lang), "configs": configs,
+        "charts": {"memory": memory_chart(bars, L), "scatter": scatter(plan, L)},
+    }
