@@ -85,6 +85,17 @@ CHECKS = [
     Check("llamacpp-llama7b-f16-rtx4090", "speed", "tg128_tok_s",
           _r(model="7b", card="rtx-4090", engine="llamacpp", weights="fp16", context=640),
           "speed.decode_tokens_per_s", 0.30),
+    Check("torchtune-llama31-finetune-tokens-per-sec", "speed", "tok_s_8b_lora_4090",
+          _r(model="llama-3.1-8b", card="rtx-4090", task="lora", seq_len=2048, micro_batch=2),
+          "speed.tokens_per_s", 0.35),
+    Check("torchtune-llama31-finetune-tokens-per-sec", "speed", "tok_s_8b_full_4090",
+          _r(model="llama-3.1-8b", card="rtx-4090", task="full", seq_len=2048, micro_batch=2, grad_ckpt="full"),
+          "speed.tokens_per_s", 0.35),
+    Check("torchtune-llama31-finetune-tokens-per-sec", "speed", "tok_s_8b_qlora_4090",
+          _r(model="llama-3.1-8b", card="rtx-4090", task="qlora", seq_len=2048, micro_batch=2, grad_ckpt="full"),
+          # the table's QLoRA/LoRA ratio (0.78) matches our 1.3x dequantisation cost only if both rows
+          # checkpoint; the LoRA row does not say, so this row is allowed 45 %
+          "speed.tokens_per_s", 0.45),
     Check("torchtitan-llama31-8b-fsdp-8xh100-tps", "speed", "tokens_per_s_per_gpu",
           _r(model="llama-3.1-8b", card="h100-sxm", gpus=8, task="pretrain", seq_len=8192, micro_batch=2,
              zero=3, grad_ckpt="selective"), "speed.tokens_per_s", 0.30, 8.0),
