@@ -55,6 +55,7 @@ class EstimateRequest:
     provider: str | None = None
     billing: str = "hourly"
     train_tokens: float | None = None
+    inter_node_gbps: float = 100.0
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -94,7 +95,8 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
         from gpuwise.verify.calibration import load_calibration
 
         calibration = load_calibration(Path(req.calibration))
-    opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens)
+    opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
+                       inter_node_gbps=req.inter_node_gbps)
     return estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
                     calibration=calibration), note
 

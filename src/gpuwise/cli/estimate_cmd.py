@@ -109,6 +109,7 @@ def register(app: typer.Typer) -> None:
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
         lora_targets: Annotated[str, typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down or 'all'.")] = "all",
         nodes: Annotated[int, typer.Option("--nodes", help="Nodes (training).")] = 1,
+        inter_node_gbps: Annotated[float, typer.Option("--inter-node-gbps", help="Network per node between nodes, Gb/s.")] = 100.0,
         allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow --context above the model's maximum.")] = False,
         hub: Annotated[str, typer.Option("--hub", help="auto | hf | modelscope")] = "auto",
         cards_file: Annotated[str | None, typer.Option("--cards", help="Extra card data file (TOML).")] = None,
@@ -133,7 +134,8 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch, optimizer=optimizer, grad_ckpt=grad_ckpt,
             flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
-            calibration=calibration, provider=provider, billing=billing, train_tokens=tokens)
+            calibration=calibration, provider=provider, billing=billing, train_tokens=tokens,
+            inter_node_gbps=inter_node_gbps)
         from gpuwise.report.plot import with_plot
 
         run_command(json_out, lang, lambda: with_plot(estimate_json(req), plot, lang),

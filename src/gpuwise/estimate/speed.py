@@ -179,8 +179,8 @@ def _train_comm_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, 
     volume = 1.5 if d.zero == 3 else 1.0
     dp_local = max(1, d.gpus // (tp * d.pp))
     t = volume * allreduce_seconds(grad_bytes, dp_local, r.link_busbw, r.link_latency)
-    if d.nodes > 1:  # hierarchical: each node ships 2(N-1)/N of the gradient over its NICs
-        t += volume * 2 * (d.nodes - 1) / d.nodes * grad_bytes * dp_local / (inter_node_gbps / 8 * GB)
+    if d.nodes > 1:  # hierarchical: each node ships 2(N-1)/N of the whole gradient over its NICs
+        t += volume * 2 * (d.nodes - 1) / d.nodes * grad_bytes / (inter_node_gbps / 8 * GB)
     if tp > 1:  # Megatron TP: 4 all-reduces of activations per layer per micro-batch (fwd + bwd)
         msg = w.seq_len * w.micro_batch * model.hidden_size * 2.0
         t += 4 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency)
