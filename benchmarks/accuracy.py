@@ -96,6 +96,11 @@ CHECKS = [
           # the table's QLoRA/LoRA ratio (0.78) matches our 1.3x dequantisation cost only if both rows
           # checkpoint; the LoRA row does not say, so this row is allowed 45 %
           "speed.tokens_per_s", 0.45),
+    # Megatron-LM README: GPT-3 175B on 96 H100s, 47 % MFU (TP x PP x DP; here TP 8 x DP 12 of a
+    # generic 175B decoder, seq 4096, selective recompute, 8 x 400 Gb/s InfiniBand per node).
+    Check("megatron-gpt3-175b-strong-scaling-h100", "speed", "mfu_96_gpus",
+          _r(model="175b", card="h100-sxm", gpus=8, nodes=12, tp=8, task="pretrain", seq_len=4096,
+             micro_batch=1, zero=1, grad_ckpt="selective", inter_node_gbps=3200), "speed.mfu", 0.30),
     Check("torchtitan-llama31-8b-fsdp-8xh100-tps", "speed", "tokens_per_s_per_gpu",
           _r(model="llama-3.1-8b", card="h100-sxm", gpus=8, task="pretrain", seq_len=8192, micro_batch=2,
              zero=3, grad_ckpt="selective"), "speed.tokens_per_s", 0.30, 8.0),

@@ -47,12 +47,18 @@ def import_time() -> float:
     return float(out.stdout)
 
 
-def plan_time() -> float:
+PLAN_COLD = [sys.executable, "-m", "gpuwise", "plan", "llama-3.1-70b", "--context", "8192",
+             "--concurrency", "8", "--json"]
+
+
+def plan_time() -> tuple[float, float]:
+    """In-process plan time over the whole catalog, and candidate estimates per second."""
     from gpuwise.service import PlanRequest, plan_json
 
     start = time.perf_counter()
-    plan_json(PlanRequest(model="llama-3.1-70b", context=8192, concurrency=8))
-    return time.perf_counter() - start
+    result = plan_json(PlanRequest(model="llama-3.1-70b", context=8192, concurrency=8))
+    elapsed = time.perf_counter() - start
+    return elapsed, result["evaluated"] / elapsed
 
 
 if __name__ == "__main__":
@@ -61,4 +67,12 @@ if __name__ == "__main__":
           f"(min {min(cold):.3f}, max {max(cold):.3f})")
     print(f"import gpuwise: {import_time() * 1000:.1f} ms")
     print(f"memory estimates per second in process: {in_process():,.0f}")
-    print(f"`plan` llama-3.1-70b over the whole catalog, in process: {plan_time():.3f} s")
+    elapsed, per_s = plan_time()
+    print(f"`plan` llama-3.1-70b over the whole catalog, in process: {elapsed:.3f} s "
+          f"({per_s:,.0f} candidates/s incl. speed and cost)")
+    cold_plan = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run(PLAN_COLD, check=True, capture_output=True)
+        cold_plan.append(time.perf_counter() - start)
+    print(f"cold `gpuwise plan ... --json` (median of 5): {statistics.median(cold_plan):.3f} s")

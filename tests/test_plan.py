@@ -62,6 +62,14 @@ def test_tensor_parallel_over_pcie_without_p2p_scales_worse_than_nvlink() -> Non
     assert nvlink >= 3.5
 
 
+def test_a_24gb_card_running_a_32b_model_by_offloading_predicts_under_10_tokens_per_s() -> None:
+    from gpuwise.service import EstimateRequest, estimate_json
+
+    r = estimate_json(EstimateRequest(model="qwen2.5-32b", card="rtx-4090", offload="cpu", weights="bf16"))
+    assert r["fits"] and r["host"]["cpu_ram"] > 0
+    assert r["speed"]["decode_tokens_per_s"] < 10
+
+
 @pytest.mark.parametrize("bad", [{"objective": "fastest"}, {"require": "hbm"}, {"top": 0}])
 def test_bad_plan_options_are_clear_errors(bad: dict[str, object]) -> None:
     with pytest.raises(GpuwiseError):
