@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,12 +44,26 @@ def _speed_key(c: Candidate) -> float:
     return c.speed.throughput_tokens_per_s if isinstance(c.speed, InferSpeed) else c.speed.tokens_per_s
 
 
-def sort_key(objective: str, stage: str | None):  # type: ignore[no-untyped-def]
+SortKey = Callable[[Candidate], tuple[float, ...]]
+# Costs within 3 % of each other count as equal: the estimate is not finer than that, and a tie
+# then goes to the smaller job (fewer GPUs), not to whichever rounding wins.
+_TIE = math.log(1.03)
+
+
+def _bucket(value: float) -> float:
+    return math.floor(math.log(value) / _TIE) if 0 < value < float("inf") else float("inf")
+
+
+def _gpus(c: Candidate) -> int:
+    return c.deployment.gpus * c.deployment.nodes
+
+
+def sort_key(objective: str, stage: str | None) -> SortKey:
     if objective == "speed" or stage == "scale":
         return lambda c: (-_speed_key(c), _cost_key(c))
     if objective == "cost-per-token":
-        return lambda c: (_token_cost(c), _cost_key(c))
-    return lambda c: (_cost_key(c), -_speed_key(c))  # cheapest that meets the targets
+        return lambda c: (_bucket(_token_cost(c)), _gpus(c), _cost_key(c))
+    return lambda c: (_bucket(_cost_key(c)), _gpus(c), -_speed_key(c))  # cheapest meeting the targets
 
 
 def _deciding_reason(c: Candidate, objective: str, rank: int) -> Text:
