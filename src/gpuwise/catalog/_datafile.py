@@ -6,6 +6,7 @@ typo in `~/.config/gpuwise/cards.toml` reads as a sentence, never as a traceback
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -148,3 +149,18 @@ _AS_OF = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 def is_as_of(value: str) -> bool:
     """An `as_of` date: YYYY, YYYY-MM or YYYY-MM-DD (as precise as the source is)."""
     return bool(_AS_OF.match(value))
+
+
+def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
+    """A JSON object from a local file no larger than `max_bytes`; anything else is a DataError."""
+    if path.stat().st_size > max_bytes:
+        limit = f"{max_bytes / 2**20:g} MiB"
+        raise DataError(Text(f"{path} is larger than {limit}: not a {what}.",
+                             f"{path} 超过 {limit}，不是 {what}。"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(Text(f"{path} is not valid JSON: {exc}.", f"{path} 不是合法的 JSON：{exc}。")) from exc
+    if not isinstance(data, dict):
+        raise DataError(Text(f"{path} is not a JSON object.", f"{path} 不是 JSON 对象。"))
+    return data

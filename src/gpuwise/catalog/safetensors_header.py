@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gpuwise.catalog._datafile import read_json_object
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import DataError
@@ -181,15 +182,8 @@ def read_safetensors(path: Path) -> CheckpointHeader:
 
 
 def _weight_map(index_path: Path) -> dict[str, str]:
-    if index_path.stat().st_size > MAX_INDEX_BYTES:
-        raise DataError(Text(f"{index_path} is larger than 64 MiB: not a safetensors index.",
-                             f"{index_path} 超过 64 MiB，不是 safetensors 索引。"))
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(Text(f"{index_path} is not valid JSON: {exc}.",
-                             f"{index_path} 不是合法的 JSON：{exc}。")) from exc
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    index = read_json_object(index_path, MAX_INDEX_BYTES, "safetensors index")
+    weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise DataError(Text(f"{index_path} has no weight_map of tensor -> file name.",
                              f"{index_path} 缺少“张量 -> 文件名”的 weight_map。"))

@@ -3,16 +3,16 @@ or a hub id (Hugging Face or ModelScope). The heavy readers are imported only wh
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Literal
 
+from gpuwise.catalog._datafile import read_json_object
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.generic import generic_arch
 from gpuwise.catalog.hf_config import arch_from_config
 from gpuwise.catalog.presets import find_preset, preset_names
-from gpuwise.errors import DataError, unknown_name
+from gpuwise.errors import unknown_name
 from gpuwise.i18n import Text
 
 Hub = Literal["auto", "hf", "modelscope"]
@@ -23,16 +23,7 @@ MAX_CONFIG_BYTES = 4 * 2**20  # a real config.json is a few KiB
 
 def read_config_file(path: Path) -> dict[str, object]:
     """Parse a local config.json with a size cap; malformed JSON becomes a DataError."""
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise DataError(Text(f"{path} is larger than 4 MiB: not a config.json.",
-                             f"{path} 超过 4 MiB，不是 config.json。"))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(Text(f"{path} is not valid JSON: {exc}.", f"{path} 不是合法的 JSON：{exc}。")) from exc
-    if not isinstance(data, dict):
-        raise DataError(Text(f"{path} is not a JSON object.", f"{path} 不是 JSON 对象。"))
-    return data
+    return read_json_object(path, MAX_CONFIG_BYTES, "config.json")
 
 
 def _from_path(path: Path) -> ModelArch:

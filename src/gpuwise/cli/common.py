@@ -11,6 +11,7 @@ import typer
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang, Text, pick_lang
+from gpuwise.jsonable import json_default
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (stable schema).")]
 LangOpt = Annotated[
@@ -27,16 +28,7 @@ def lang_of(flag: str | None) -> Lang:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, Text):
-        return obj.en
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=json_default) + "\n")
 
 
 def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:

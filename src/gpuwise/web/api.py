@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from gpuwise import __version__
 from gpuwise.errors import GpuwiseError, InputError, SourceUnavailableError, UnknownNameError
 from gpuwise.i18n import Text
+from gpuwise.jsonable import json_default
 from gpuwise.web import calls
 from gpuwise.web.params import Spec, UnknownParameterError
 
@@ -46,17 +47,8 @@ def status_of(err: GpuwiseError, path: str) -> int:
     return 400
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, Text):
-        return obj.en
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def encode(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, default=_plain).encode("utf-8")
+    return json.dumps(obj, ensure_ascii=False, default=json_default).encode("utf-8")
 
 
 def json_response(obj: Any, status: int = 200) -> Response:
