@@ -62,11 +62,15 @@ class EstimateRequest:
         return tuple(f.name for f in fields(cls))
 
 
+def _check_hub(hub: str) -> None:
+    if hub not in ("auto", "hf", "modelscope"):
+        raise InputError(Text(f"--hub must be auto, hf or modelscope; got '{hub}'.",
+                              f"--hub 只能是 auto、hf 或 modelscope，实际为“{hub}”。"))
+
+
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
-    if req.hub not in ("auto", "hf", "modelscope"):
-        raise InputError(Text(f"--hub must be auto, hf or modelscope; got '{req.hub}'.",
-                              f"--hub 只能是 auto、hf 或 modelscope，实际为“{req.hub}”。"))
+    _check_hub(req.hub)
     catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
     resolved = resolve_card(req.card, catalog)
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
@@ -218,10 +222,32 @@ def plan_json(req: PlanRequest) -> dict[str, Any]:
 
 
 def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
-    """The `gpuwise model --json` object."""
-    from gpuwise.cli.model_cmd import model_summary
+    """The `gpuwise model --json` object (documented in docs/json.md)."""
+    from gpuwise.catalog.params import count_params
 
-    return model_summary(src, hub, revision)
+    _check_hub(hub)
+    m = load_model(src, hub=hub, revision=revision)  # type: ignore[arg-type]
+    p = count_params(m)
+    return {
+        "schema_version": 1, "name": m.name, "model_type": m.model_type, "source": m.source,
+        "approximate": m.approximate,
+        "params_total": p.total, "params_active": p.active, "params": p.to_dict(),
+        "num_layers": m.num_layers, "hidden_size": m.hidden_size, "num_heads": m.num_heads,
+        "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim, "vocab_size": m.vocab_size,
+        "layer_kinds": {k: m.count_kind(k) for k in ("full", "sliding", "linear") if m.count_kind(k)},
+        "sliding_window": m.sliding_window or None,
+        "attention": "mla" if m.mla else ("hybrid" if m.linear else "gqa" if m.num_kv_heads < m.num_heads else "mha"),
+        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.experts_per_token,
+                                           "shared_experts": m.moe.num_shared_experts},
+        "kv_bytes_per_token": int(m.kv_bytes_per_token(2.0)),
+        "kv_bytes_per_token_fp8": int(m.kv_bytes_per_token(1.0)),
+        "state_bytes_per_sequence": int(m.state_bytes_per_sequence(2.0)),
+        "max_context": m.max_context, "dtype": m.dtype,
+        "quantization": None if m.quant is None else {"method": m.quant.method, "bits": m.quant.bits,
+                                                      "group_size": m.quant.group_size},
+        "checkpoint_bytes": m.checkpoint_bytes or None,
+        "notes": [n.en for n in m.notes], "notes_zh": [n.zh for n in m.notes],
+    }
 
 
 def emit_json(req: PlanRequest, target: str) -> dict[str, Any]:

@@ -8,37 +8,9 @@ import typer
 
 from gpuwise.cli.common import JsonOpt, LangOpt, fmt_count, fmt_gib, run_command
 from gpuwise.i18n import Lang
+from gpuwise.service import model_json
 
 HubOpt = Annotated[str, typer.Option("--hub", help="Where hub ids are looked up: auto, hf or modelscope.")]
-
-
-def model_summary(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
-    """The `gpuwise model --json` object (documented in docs/json.md)."""
-    from gpuwise.catalog.params import count_params
-    from gpuwise.catalog.sources import load_model
-
-    m = load_model(src, hub=hub, revision=revision)  # type: ignore[arg-type]
-    p = count_params(m)
-    return {
-        "schema_version": 1, "name": m.name, "model_type": m.model_type, "source": m.source,
-        "approximate": m.approximate,
-        "params_total": p.total, "params_active": p.active, "params": p.to_dict(),
-        "num_layers": m.num_layers, "hidden_size": m.hidden_size, "num_heads": m.num_heads,
-        "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim, "vocab_size": m.vocab_size,
-        "layer_kinds": {k: m.count_kind(k) for k in ("full", "sliding", "linear") if m.count_kind(k)},
-        "sliding_window": m.sliding_window or None,
-        "attention": "mla" if m.mla else ("hybrid" if m.linear else "gqa" if m.num_kv_heads < m.num_heads else "mha"),
-        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.experts_per_token,
-                                           "shared_experts": m.moe.num_shared_experts},
-        "kv_bytes_per_token": int(m.kv_bytes_per_token(2.0)),
-        "kv_bytes_per_token_fp8": int(m.kv_bytes_per_token(1.0)),
-        "state_bytes_per_sequence": int(m.state_bytes_per_sequence(2.0)),
-        "max_context": m.max_context, "dtype": m.dtype,
-        "quantization": None if m.quant is None else {"method": m.quant.method, "bits": m.quant.bits,
-                                                      "group_size": m.quant.group_size},
-        "checkpoint_bytes": m.checkpoint_bytes or None,
-        "notes": [n.en for n in m.notes], "notes_zh": [n.zh for n in m.notes],
-    }
 
 
 def list_presets() -> dict[str, Any]:
@@ -96,4 +68,4 @@ def register(app: typer.Typer) -> None:
         if list_ or src is None:
             run_command(json_out, lang, list_presets, _render)
             return
-        run_command(json_out, lang, lambda: model_summary(src, hub, revision), _render)
+        run_command(json_out, lang, lambda: model_json(src, hub, revision), _render)

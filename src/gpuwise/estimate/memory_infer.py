@@ -97,9 +97,7 @@ def _logit_rows(w: Workload, d: Deployment) -> int:
         large = d.card.usable_bytes >= consts["vllm"]["large_gpu_gib"] * GiB
         seqs = consts["vllm"]["max_num_seqs_large" if large else "max_num_seqs_small"]
         return int(seqs * consts["vllm"]["sampler_logit_copies"])
-    if d.engine == "llamacpp":
-        return w.concurrency
-    return w.concurrency
+    return w.concurrency  # transformers and llama.cpp keep the last position of each sequence
 
 
 def _gpu_weight_fraction(model: ModelArch, d: Deployment) -> float:
