@@ -231,11 +231,15 @@ sources = ["my own measurement"]
     ('[[card]]\nid = "new-card"\nname = "X"', ["new-card", "missing required field"]),
     ('[[card]]\nid = "rtx-4090"\nvendor = "intel"', ["vendor", "nvidia"]),
     ('[[card]]\nid = "rtx-4090"\nunverified = ["speed"]', ["speed"]),
+    ('[[card]]\nid = "rtx-4090"\nform_factor = "pcie-dekstop"', ["form_factor", "pcie-dekstop",
+                                                               "form_factors.toml", "pcie-desktop"]),
+    ('[[card]]\nid = "rtx-4090"\nmax_gpus_per_node = 0', ["max_gpus_per_node", "greater than 0"]),
     ('[[ambiguous]]\nnames = ["x"]\ndefault = "nope"\ncandidates = []', ["nope"]),
     ('[[card]\nid =', ["not valid TOML"]),
     ('schema_version = 2', ["schema_version"]),
 ], ids=["negative", "zero-power", "wrong-type", "unknown-key", "missing-required", "bad-choice",
-        "bad-provenance", "ambiguous-to-nowhere", "not-toml", "future-schema"])
+        "bad-provenance", "unknown-form-factor", "zero-gpus-per-node", "ambiguous-to-nowhere",
+        "not-toml", "future-schema"])
 def test_a_malformed_user_file_is_a_data_error_naming_file_card_and_field(
         tmp_path: Path, body: str, words: list[str]) -> None:
     path = tmp_path / "bad.toml"

@@ -43,6 +43,7 @@ CARD_FIELDS: dict[str, FieldSpec] = {
     "nvlink_gen": _F("int"),
     "interconnect_bw_gbps": _NUM,
     "interconnect_max_gpus": _F("int", positive=True),
+    "max_gpus_per_node": _F("int", positive=True),
     "pcie_p2p": _F("bool"),
     "pcie_gen": _F("int", positive=True),
     "pcie_lanes": _F("int", positive=True),

@@ -23,7 +23,8 @@ from gpuwise.catalog.card_schema import (
     TOP_LEVEL_KEYS,
     VENDORS,
 )
-from gpuwise.errors import InputError, unknown_name
+from gpuwise.catalog.hardware import SHIPPED_FORM_FACTORS, form_factors
+from gpuwise.errors import InputError, close_matches, unknown_name
 from gpuwise.i18n import Text
 from gpuwise.units import GiB
 
@@ -80,6 +81,8 @@ class Card:
     nvlink_gen: int | None = None
     interconnect_bw_gbps: float = 0.0
     interconnect_max_gpus: int = 1
+    # Set by the loader: the row's own value, else its form factor's (form_factors.toml).
+    max_gpus_per_node: int = 1
     pcie_p2p: bool | None = None
     pcie_gen: int | None = None
     pcie_lanes: int | None = None
@@ -104,6 +107,15 @@ class Card:
     @property
     def has_nvlink(self) -> bool:
         return self.interconnect in ("nvlink", "nvlink-bridge")
+
+    @property
+    def nvlink_group(self) -> int:
+        """GPUs one fast link joins (NVLink/NVSwitch, bridge, Infinity Fabric, HCCS); 1 for none."""
+        return 1 if self.interconnect == "none" else self.interconnect_max_gpus
+
+    def linked(self, gpus: int) -> bool:
+        """Every GPU of a `gpus`-GPU node talks to every other over the fast link."""
+        return gpus <= self.nvlink_group
 
     def dense_tflops(self, precision: Precision) -> float | None:
         """Dense tensor (or FP32 shader) rate for a precision; None when the card lacks it."""
@@ -303,11 +315,31 @@ def _card_from_row(row: Any, i: int, path: Path, cards: dict[str, Card], *, user
             raise data_error(path, where, f"'derived'/'unverified' name '{listed}', which is not a "
                              "spec field.", f"“derived”/“unverified”中的“{listed}”不是规格字段。")
     given = tuple(k for k in values if k != "id") if user else ()
+    if "form_factor" in values:  # an unknown form factor is an error even with an override
+        ff_max = _form_factor_max(values["form_factor"], path, where)
+        values.setdefault("max_gpus_per_node", ff_max)
     if old is not None:
         user_fields = tuple(dict.fromkeys((*old.user_fields, *given)))
         return replace(old, **values, user_fields=user_fields)
     values.setdefault("software", DEFAULT_SOFTWARE[values["vendor"]])
     return Card(**values, user_fields=given)
+
+
+def _form_factor_max(form_factor: str, path: Path, where: Text) -> int:
+    """GPUs per node for a form factor; one missing from form_factors.toml is a data error."""
+    table = form_factors()
+    ff = table.get(form_factor)
+    if ff is not None:
+        return ff.max_gpus_per_node
+    close = ", ".join(f"'{m}'" for m in close_matches(form_factor, table))
+    known = ", ".join(table)
+    raise data_error(path, where,
+                     f"form_factor '{form_factor}' has no row in {SHIPPED_FORM_FACTORS.name} "
+                     f"(known: {known})." + (f" Did you mean {close}?" if close else "")
+                     + " Add a row there or use a known form factor.",
+                     f"form_factor“{form_factor}”在 {SHIPPED_FORM_FACTORS.name} 中没有对应行"
+                     f"（可用：{known}）。" + (f"您是否想写 {close}？" if close else "")
+                     + "请在该文件中添加一行，或使用已有的规格。")
 
 
 # ------------------------------------------------------------------ listing
