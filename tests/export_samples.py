@@ -31,7 +31,7 @@ INFER: dict[str, Any] = {
 }
 TRAIN: dict[str, Any] = {
     **copy.deepcopy(INFER), "card": "a100-80gb-sxm", "card_name": "A100 SXM4 80GB", "gpus": 8,
-    "parallelism": {"engine": None, "tp": 1, "pp": 1, "dp": 8, "zero": 2, "fsdp": False,
+    "parallelism": {"engine": None, "tp": 1, "pp": 1, "zero": 2, "fsdp": False,
                     "offload": "cpu", "cpu_offload_gb": 0.0},
     "workload": {"task": "full", "model": "qwen2.5-14b", "hf_id": "Qwen/Qwen2.5-14B",
                  "seq_len": 4096, "micro_batch": 2, "grad_accum": 4, "grad_ckpt": "full",
@@ -93,7 +93,7 @@ def recorded_sections(name: str) -> dict[str, set[str]]:
 
 PLANS = {
     "infer-2xH100": INFER,
-    "infer-fp8-offload-pp": make(INFER, gpus=4, weights="fp8", parallelism__pp=2,
+    "infer-fp8-offload-pp": make(INFER, gpus=4, weights="fp8", quantization="fp8", parallelism__pp=2,
                                  parallelism__cpu_offload_gb=6.25, workload__kv_dtype="fp8"),
     "zero2-cpu-offload": TRAIN,
     "zero3-nvme-2-nodes": make(TRAIN, gpus=16, nodes=2, parallelism__zero=3,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.cards import load_cards, resolve_card
+from gpuwise.catalog.prices import load_prices
 from gpuwise.catalog.sources import load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
@@ -131,14 +132,17 @@ class PlanRequest:
 
     model: str
     task: str = "infer"
-    weights: str = "any"
+    weights: str = "auto"  # auto: the checkpoint's precision or FP8; any: 4-bit too
     kv_dtype: str = "auto"
     context: int = 4096
     concurrency: int = 1
     output_tokens: int | None = None
     engine: str = "vllm"
+    replicas: int | None = None  # serving engines; None: searched
     seq_len: int = 2048
     micro_batch: int = 1
+    grad_accum: int | None = None
+    global_batch: int | None = None  # sequences per optimizer step, kept fixed by the search
     optimizer: str = "adamw"
     grad_ckpt: str = "auto"  # auto: try none, then full recomputation
     lora_rank: int = 16
@@ -150,6 +154,7 @@ class PlanRequest:
     provider: str | None = None
     billing: str = "hourly"
     cards: str = ""  # comma list restricting the search
+    include_non_cuda: bool = False
     objective: str = "cost"
     stage: str | None = None
     allow_offload: bool = False
@@ -158,6 +163,11 @@ class PlanRequest:
     top: int = 5
     hub: str = "auto"
     cards_file: str | None = None
+    prices_file: str | None = None
+    deploy_model: str | None = None  # the checkpoint the exports start (e.g. an AWQ repo)
+    script: str | None = None  # training entry point the exports run
+    workdir: str | None = None  # the folder the exports ship to the machine
+    image: str | None = None  # container image for the exports
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -180,45 +190,147 @@ def _check_plan(req: PlanRequest) -> None:
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
     if not 1 <= req.top <= 50:
         raise InputError(Text("--top must be between 1 and 50.", "--top 必须在 1 到 50 之间。"))
+    for flag, value in (("--replicas", req.replicas), ("--grad-accum", req.grad_accum),
+                        ("--global-batch", req.global_batch)):
+        if value is not None and not 1 <= value <= 1 << 20:
+            raise InputError(Text(f"{flag} must be between 1 and {1 << 20:,}; got {value}.",
+                                  f"{flag} 必须在 1 到 {1 << 20:,} 之间，实际为 {value}。"))
+    if req.global_batch is not None and req.grad_accum is not None:
+        raise InputError(Text("Give --global-batch or --grad-accum, not both: the global batch is "
+                              "micro-batch x accumulation x data-parallel GPUs.",
+                              "--global-batch 与 --grad-accum 只能给一个：全局 batch = micro-batch × 累积步数 × 数据并行卡数。"))
+    if req.global_batch is not None and req.global_batch < req.micro_batch:
+        raise InputError(Text(f"--global-batch {req.global_batch} is smaller than --micro-batch {req.micro_batch}.",
+                              f"--global-batch {req.global_batch} 小于 --micro-batch {req.micro_batch}。"))
+    if req.task == "infer" and (req.script or req.workdir or req.global_batch or req.grad_accum):
+        raise InputError(Text("--script, --workdir, --global-batch and --grad-accum are for training tasks.",
+                              "--script、--workdir、--global-batch 和 --grad-accum 只用于训练任务。"))
+    if req.task != "infer" and req.replicas:
+        raise InputError(Text("--replicas is for serving; training scales with GPUs and nodes.",
+                              "--replicas 用于推理服务；训练按卡数与节点扩展。"))
 
 
-def plan_json(req: PlanRequest) -> dict[str, Any]:
-    """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
+def _choices(req: PlanRequest) -> Any:
+    from gpuwise.plan.build import DeployChoices
+    from gpuwise.textsafe import clean_text
+
+    def clean(v: str | None) -> str | None:
+        return clean_text(v, limit=500) if v else None
+    return DeployChoices(source=clean_text(req.model, limit=500), deploy_model=clean(req.deploy_model),
+                         script=clean(req.script), workdir=clean(req.workdir), image=clean(req.image))
+
+
+def _plan_cards(req: PlanRequest) -> tuple[list[Any], dict[str, Text]]:
+    """The cards to search, and those left out before the search with the reason."""
+    catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
+    named = [resolve_card(n, catalog).card for n in _split(req.cards)]
+    cards = named or list(catalog)
+    excluded: dict[str, Text] = {}
+    if not named and not req.include_non_cuda:
+        from gpuwise.catalog.stacks import software_stack
+
+        for card in cards:
+            stack = software_stack(card)
+            if not stack.default_included:
+                excluded[card.id] = stack.why_not
+    return cards, excluded
+
+
+def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
+    """The model, workload, targets and cost options of a plan request, validated."""
     from gpuwise.estimate.api import CostOptions
-    from gpuwise.plan.rank import SCHEMA_VERSION, plan
     from gpuwise.plan.search import Targets
-    from gpuwise.plan.serialise import candidate_dict
 
     _check_plan(req)
-    catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
-    cards = [resolve_card(n, catalog).card for n in _split(req.cards)] or list(catalog)
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
     w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
                  concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
-                 micro_batch=req.micro_batch,
+                 micro_batch=req.micro_batch, grad_accum=req.grad_accum or 1,
                  optimizer=req.optimizer, lora_rank=req.lora_rank,  # type: ignore[arg-type]
                  grad_ckpt="none" if req.grad_ckpt == "auto" else req.grad_ckpt)  # type: ignore[arg-type]
     if not w.is_training and req.context > model.max_context:
         raise InputError(Text(f"--context {req.context:,} exceeds {model.name}'s maximum of {model.max_context:,}.",
                               f"--context {req.context:,} 超过 {model.name} 的最大上下文 {model.max_context:,}。"))
     per_run = req.budget if req.train_tokens and w.is_training else None
+    global_batch = req.global_batch or (req.micro_batch * req.grad_accum if req.grad_accum else None)
     targets = Targets(budget_per_hour=None if per_run else req.budget, budget_per_run=per_run,
                       min_throughput=req.min_throughput, max_ttft=req.max_ttft,
                       min_tokens_per_s_per_user=req.min_tokens_per_s_per_user, require=_split(req.require),
                       objective=req.objective, stage=req.stage, allow_offload=req.allow_offload,
-                      weights=req.weights,
+                      weights=req.weights, global_batch=global_batch, replicas=req.replicas,
                       grad_ckpt_options=("none", "full") if req.grad_ckpt == "auto" else (req.grad_ckpt,))
+    offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
-                       inter_node_gbps=req.inter_node_gbps)
-    result = plan(model, w, cards, targets, opts, top=req.top)
-    return {
-        "schema_version": SCHEMA_VERSION, "model": model.name, "task": req.task,
-        "objective": req.objective, "stage": req.stage,
-        "stage_advice": STAGES[req.stage].en if req.stage else None,
-        "stage_advice_zh": STAGES[req.stage].zh if req.stage else None,
-        "plans": [candidate_dict(c, model, r, req) for c, r in zip(result.plans, result.reasons, strict=True)],
-        "rejected": result.rejected, "evaluated": result.evaluated,
-    }
+                       inter_node_gbps=req.inter_node_gbps, offers=offers)
+    return model, w, targets, opts
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """`gpuwise plan`'s answer: typed plans, the ranking's own words, and what was left out."""
+
+    model_name: str
+    task: str
+    stage: str | None
+    plans: tuple[Any, ...]  # gpuwise.plan.value.Plan
+    result: Any  # gpuwise.plan.rank.PlanResult
+
+    def to_dict(self) -> dict[str, Any]:
+        from gpuwise.plan.rank import SCHEMA_VERSION
+
+        r = self.result
+        return {
+            "schema_version": SCHEMA_VERSION, "model": self.model_name, "task": self.task,
+            "objective": r.objective.to_dict(), "stage": self.stage,
+            "stage_advice": STAGES[self.stage].en if self.stage else None,
+            "stage_advice_zh": STAGES[self.stage].zh if self.stage else None,
+            "notes": [n.en for n in r.notes], "notes_zh": [n.zh for n in r.notes],
+            "plans": [p.to_dict() for p in self.plans],
+            "unpriced": [x.to_dict() for x in r.unpriced],
+            "rejected": [x.to_dict() for x in r.rejected], "evaluated": r.evaluated,
+        }
+
+
+def _price_notes(c: Any, today: Any) -> tuple[Text, ...]:
+    from gpuwise.catalog.prices import STALE_PRICE_DAYS, price_age_days
+
+    if c.cost is None:
+        return ()
+    age = price_age_days(c.cost.as_of, today)
+    if age <= STALE_PRICE_DAYS:
+        return ()
+    return (Text(f"The price ({c.cost.provider}, as of {c.cost.as_of}) is {age} days old: check it "
+                 "with the provider or pass --prices FILE.",
+                 f"价格（{c.cost.provider}，{c.cost.as_of}）已有 {age} 天：请向服务商核实，或用 --prices FILE 提供。"),)
+
+
+def run_plan(req: PlanRequest) -> PlanOutcome:
+    """Search, rank and build the typed plans of a `gpuwise plan` request."""
+    import datetime
+
+    from gpuwise.plan.build import plan_from_candidate, plan_notes, quality_of
+    from gpuwise.plan.load import NEAR_LIMIT
+    from gpuwise.plan.rank import plan
+
+    model, w, targets, opts = plan_request_parts(req)
+    cards, excluded = _plan_cards(req)
+    result = plan(model, w, cards, targets, opts, top=req.top, excluded=excluded)
+    choice, today = _choices(req), datetime.date.today()
+    plans = tuple(plan_from_candidate(c, model, choice, result.objective.key, (reason,),
+                                      plan_notes(c, NEAR_LIMIT) + _price_notes(c, today),
+                                      quality_of(c.workload.weights))
+                  for c, reason in zip(result.plans, result.reasons, strict=True))
+    return PlanOutcome(model.name, req.task, req.stage, plans, result)
+
+
+def plan_json(req: PlanRequest) -> dict[str, Any]:
+    """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
+    return run_plan(req).to_dict()
+
+
+def _no_plan() -> InputError:
+    return InputError(Text("No plan meets the constraints, so there is nothing to export.",
+                           "没有满足条件的方案，无法导出配置。"))
 
 
 def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
@@ -250,16 +362,25 @@ def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict
     }
 
 
-def emit_json(req: PlanRequest, target: str) -> dict[str, Any]:
-    """The winning plan written in `target`'s own vocabulary."""
-    from gpuwise.export import emit
+def emit_json(req: PlanRequest | None, target: str, from_file: str | None = None) -> dict[str, Any]:
+    """The winning plan written in `target`'s own vocabulary: planned now, or read from a
+    `gpuwise plan --save` file."""
+    from gpuwise.export import emit, target_key
 
-    result = plan_json(req)
-    if not result["plans"]:
-        raise InputError(Text("No plan meets the constraints, so there is nothing to export.",
-                              "没有满足条件的方案，无法导出配置。"))
-    return {"schema_version": 1, "target": target, "plan": result["plans"][0],
-            "config": emit(result["plans"][0], target)}
+    key = target_key(target)
+    if from_file:
+        from gpuwise.catalog._datafile import read_json_object
+        from gpuwise.plan.load import plan_from_dict
+
+        best = plan_from_dict(read_json_object(Path(from_file), 4 << 20, "plan"))
+    else:
+        if req is None:
+            raise _no_plan()
+        outcome = run_plan(req)
+        if not outcome.plans:
+            raise _no_plan()
+        best = outcome.plans[0]
+    return {"schema_version": 2, "target": key, "plan": best.to_dict(), "config": emit(best, key)}
 
 
 def cards_json(name: str | None = None, min_memory: float | None = None, nvlink: bool | None = None,

@@ -1,4 +1,4 @@
-"""`gpuwise plan SRC --task ...`: the ranked plans, why every other card lost, and --emit."""
+"""`gpuwise plan SRC --task ...`: the ranked plans, why every other card lost, --save and --emit."""
 
 from __future__ import annotations
 
@@ -10,51 +10,122 @@ from gpuwise.cli.common import JsonOpt, LangOpt, fmt_gib, run_command
 from gpuwise.i18n import Lang
 
 
+def _speed(p: dict[str, Any]) -> str:
+    sp = p["speed"] or {}
+    if "throughput_tokens_per_s" in sp:
+        return f"{sp['throughput_tokens_per_s']:,.0f} tok/s · TTFT {sp['ttft_s']:.2f}s"
+    return f"{sp.get('tokens_per_s', 0):,.0f} tok/s · MFU {sp.get('mfu', 0):.0%}"
+
+
+def _objective_cell(p: dict[str, Any], obj: dict[str, Any], zh: bool) -> str:
+    cost = p["cost"] or {}
+    key = obj["key"]
+    if key == "tokens_per_s":
+        return _speed(p).split(" · ")[0]
+    value = cost.get(key)
+    if value is None:
+        return "—"
+    return f"{value:,.{0 if key == 'per_run' else 2}f}"
+
+
+def _gpus(p: dict[str, Any]) -> str:
+    par = p["parallelism"]
+    shape = f"{p['replicas']}×TP{par['tp']}" if p.get("replicas", 1) > 1 else f"TP{par['tp']}" \
+        if par.get("engine") else f"ZeRO-{par['zero']}" if par["zero"] else "DDP" if p["gpus"] > 1 else ""
+    nodes = f" · {p['nodes']} nodes" if p["nodes"] > 1 else ""
+    return f"{p['gpus']} {shape}{nodes}".strip()
+
+
+def _lines(c: Any, head: str, rows: list[dict[str, Any]], zh: bool) -> None:
+    from rich.markup import escape
+
+    if not rows:
+        return
+    c.print(f"[bold]{head}[/]")
+    for x in rows:
+        gpus = f" x{x['gpus']}" if x.get("gpus") else ""
+        c.print(f"  {escape(x['card'])}{gpus}: " + escape("; ".join(x["reasons_zh" if zh else "reasons"])))
+
+
 def render_plan(r: dict[str, Any], lang: Lang) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     zh = lang == "zh"
     c = Console(highlight=False)
+    obj = r["objective"]
     if r.get("stage_advice"):
-        c.print(r["stage_advice_zh" if zh else "stage_advice"])
-    t = Table(title=(f"{r['model']} · {r['task']} · " + ("方案排名" if zh else "ranked plans")))
-    for head in (("#", "#"), ("card", "显卡"), ("GPUs", "卡数"), ("weights", "权重"), ("memory/GPU", "每卡显存"),
-                 ("speed", "速度"), ("cost", "成本")):
+        c.print(escape(r["stage_advice_zh" if zh else "stage_advice"]))
+    unit = (obj["unit_zh"] if zh else obj["unit"]).strip(" /")
+    c.print(("排序依据：" if zh else "ranked by: ") + escape(obj["label_zh" if zh else "label"])
+            + (f" ({escape(unit)})" if obj["key"] != "per_hour" else ""))
+    for note in r["notes_zh" if zh else "notes"]:
+        c.print("[yellow]" + escape(note) + "[/]")
+    t = Table(title=(f"{escape(r['model'])} · {r['task']} · " + ("方案排名" if zh else "ranked plans")))
+    heads = [("#", "#"), ("card", "显卡"), ("GPUs", "卡数"), ("weights", "权重"), ("memory/GPU", "每卡显存"),
+             ("speed", "速度"), ("per hour", "每小时")]
+    if obj["key"] not in ("per_hour", "tokens_per_s"):
+        cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "")
+        heads.append((cur + obj["short"], cur + obj["short"]))
+    for head in heads:
         t.add_column(head[1] if zh else head[0])
     for i, p in enumerate(r["plans"], 1):
-        sp = p["speed"] or {}
-        speed = (f"{sp['throughput_tokens_per_s']:,.0f} tok/s · TTFT {sp['ttft_s']:.2f}s"
-                 if "throughput_tokens_per_s" in sp else f"{sp.get('tokens_per_s', 0):,.0f} tok/s · MFU {sp.get('mfu', 0):.0%}")
         cost = p["cost"]
-        cost_s = "—" if not cost else f"{cost['per_hour']:,.2f} {cost['currency']}/h" + (
-            f" · {cost['per_million_tokens']:,.2f}/Mtok" if cost.get("per_million_tokens") else "") + (
-            f" · {cost['per_run']:,.0f}/run" if cost.get("per_run") else "")
-        t.add_row(str(i), p["card_name"], str(p["gpus"]), p["weights"],
-                  f"{fmt_gib(p['memory']['required'], 1)} / {fmt_gib(p['memory']['usable_bytes'], 1)}", speed, cost_s)
+        per_hour = "—" if not cost else f"{cost['per_hour']:,.2f} {cost['currency']}"
+        mem = p["memory"]
+        flag = " !" if mem.get("near_limit") else ""
+        row = [str(i), escape(p["card_name"]), _gpus(p), p["weights"],
+               f"{fmt_gib(mem['required'], 1)} / {fmt_gib(mem['usable_bytes'], 1)}{flag}", _speed(p), per_hour]
+        if len(heads) > 7:
+            row.append(_objective_cell(p, obj, zh))
+        t.add_row(*row)
     c.print(t)
     for p in r["plans"][:1]:
-        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + "; ".join(p["reasons_zh" if zh else "reasons"]))
-    if r["rejected"]:
-        c.print("[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
-        for x in r["rejected"]:
-            c.print(f"  {x['card']}: " + "; ".join(x["reasons_zh" if zh else "reasons"]))
+        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+        if p.get("quality"):
+            q = p["quality"]
+            c.print("[bold]" + ("质量：" if zh else "quality: ") + "[/]" + escape(q["summary_zh" if zh else "summary"]))
+        for note in p["notes_zh" if zh else "notes"]:
+            c.print("  · " + escape(note))
+        c.print(("部署：" if zh else "deploys: ") + escape(p["deploy_model"])
+                + (f" (--quantization {p['quantization']})" if p.get("quantization") else ""))
+    if r.get("unpriced"):
+        names = ", ".join(f"{x['card']} x{x['gpus']}" for x in r["unpriced"])
+        c.print("[bold]" + ("放得下但无报价（可用 --prices FILE 补充）：" if zh else
+                            "fits, no price (add one with --prices FILE): ") + "[/]" + escape(names))
+    _lines(c, "落选原因：" if zh else "why not:", r["rejected"], zh)
     if not r["plans"]:
         c.print("[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
+
+
+def _save(result: dict[str, Any], path: str | None) -> dict[str, Any]:
+    if path:
+        import json
+        from pathlib import Path
+
+        from gpuwise.jsonable import json_default
+
+        Path(path).write_text(json.dumps(result, ensure_ascii=False, indent=2, default=json_default) + "\n",
+                              encoding="utf-8")
+    return result
 
 
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan(
-        src: Annotated[str, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 70b.")],
+        src: Annotated[str | None, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 70b.")] = None,
         task: Annotated[str, typer.Option("--task", help="infer | full | lora | qlora | pretrain")] = "infer",
-        weights: Annotated[str, typer.Option("--weights", help="any | bf16 | fp8 | int4 | ...")] = "any",
+        weights: Annotated[str, typer.Option("--weights", help="auto (checkpoint or FP8) | any (4-bit too) | bf16 | fp8 | int4 | ...")] = "auto",
         kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
         context: Annotated[int, typer.Option("--context")] = 4096,
         concurrency: Annotated[int, typer.Option("--concurrency")] = 1,
         output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context.")] = None,
+        replicas: Annotated[int | None, typer.Option("--replicas", help="Serving engines behind a load balancer (default: searched).")] = None,
         seq_len: Annotated[int, typer.Option("--seq-len")] = 2048,
-        micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
+        micro_batch: Annotated[int, typer.Option("--micro-batch", help="Largest micro-batch per GPU to try.")] = 1,
+        grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Fixes the global batch at micro-batch x this.")] = None,
+        global_batch: Annotated[int | None, typer.Option("--global-batch", help="Sequences per optimizer step, kept fixed.")] = None,
         optimizer: Annotated[str, typer.Option("--optimizer")] = "adamw",
         grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="auto | none | selective | full")] = "auto",
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
@@ -64,33 +135,53 @@ def register(app: typer.Typer) -> None:
         min_tps_user: Annotated[float | None, typer.Option("--min-tokens-per-s-per-user")] = None,
         require: Annotated[str, typer.Option("--require", help="ecc,nvlink")] = "",
         provider: Annotated[str | None, typer.Option("--provider")] = None,
-        billing: Annotated[str, typer.Option("--billing", help="hourly | monthly | spot")] = "hourly",
+        billing: Annotated[str, typer.Option("--billing", help="hourly | daily | weekly | monthly | spot")] = "hourly",
+        prices: Annotated[str | None, typer.Option("--prices", help="A price file (TOML, the config-dir format).")] = None,
         cards: Annotated[str, typer.Option("--cards", help="Comma list of cards to consider.")] = "",
+        include_non_cuda: Annotated[bool, typer.Option("--include-non-cuda", help="Also rank ROCm and Ascend (CANN) cards.")] = False,
         objective: Annotated[str, typer.Option("--objective", help="cost | speed | cost-per-token")] = "cost",
         stage: Annotated[str | None, typer.Option("--stage", help="validate | stabilise | scale")] = None,
         allow_offload: Annotated[bool, typer.Option("--allow-offload")] = False,
         tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for the per-run cost.")] = None,
         inter_node_gbps: Annotated[float, typer.Option("--inter-node-gbps")] = 100.0,
         top: Annotated[int, typer.Option("--top")] = 5,
+        deploy_model: Annotated[str | None, typer.Option("--deploy-model", help="Checkpoint the exports start, e.g. an AWQ repo of the model.")] = None,
+        script: Annotated[str | None, typer.Option("--script", help="Training script the exports run (relative to --workdir).")] = None,
+        workdir: Annotated[str | None, typer.Option("--workdir", help="Folder the exports ship to the machine.")] = None,
+        image: Annotated[str | None, typer.Option("--image", help="Container image for the exports.")] = None,
+        save: Annotated[str | None, typer.Option("--save", help="Write the plan JSON to this file (read back by --from).")] = None,
+        from_file: Annotated[str | None, typer.Option("--from", help="With --emit: export a saved plan instead of planning.")] = None,
         plot: Annotated[str | None, typer.Option("--plot", help="Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot]).")] = None,
-        emit: Annotated[str | None, typer.Option("--emit", help="vllm | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
+        emit: Annotated[str | None, typer.Option("--emit", help="vllm | docker | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
         hub: Annotated[str, typer.Option("--hub")] = "auto",
         json_out: JsonOpt = False,
         lang: LangOpt = None,
     ) -> None:
         """Rank card x count x precision x parallelism, with a reason for every rejection. 选型方案排名。"""
+        from gpuwise.errors import InputError
+        from gpuwise.i18n import Text
         from gpuwise.service import PlanRequest, emit_json, plan_json
 
-        req = PlanRequest(model=src, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
-                          concurrency=concurrency, output_tokens=output_tokens, seq_len=seq_len, micro_batch=micro_batch, optimizer=optimizer,
-                          grad_ckpt=grad_ckpt, lora_rank=lora_rank, budget=budget, min_throughput=min_throughput,
-                          max_ttft=max_ttft, min_tokens_per_s_per_user=min_tps_user, require=require,
-                          provider=provider, billing=billing, cards=cards, objective=objective, stage=stage,
-                          allow_offload=allow_offload, train_tokens=tokens, inter_node_gbps=inter_node_gbps,
-                          top=top, hub=hub)
+        def request() -> PlanRequest:
+            if src is None:
+                raise InputError(Text("Name a model (a preset, hub id, file or folder), or use --emit T --from plan.json.",
+                                      "请给出模型（预设、模型库 id、文件或目录），或用 --emit T --from plan.json。"))
+            return PlanRequest(
+                model=src, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
+                concurrency=concurrency, output_tokens=output_tokens, replicas=replicas, seq_len=seq_len,
+                micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
+                optimizer=optimizer, grad_ckpt=grad_ckpt, lora_rank=lora_rank, budget=budget,
+                min_throughput=min_throughput, max_ttft=max_ttft, min_tokens_per_s_per_user=min_tps_user,
+                require=require, provider=provider, billing=billing, cards=cards,
+                include_non_cuda=include_non_cuda, objective=objective, stage=stage,
+                allow_offload=allow_offload, train_tokens=tokens, inter_node_gbps=inter_node_gbps,
+                top=top, hub=hub, prices_file=prices, deploy_model=deploy_model, script=script,
+                workdir=workdir, image=image)
+
         if emit:
-            run_command(json_out, lang, lambda: emit_json(req, emit), lambda r, lg: typer.echo(r["config"]))
+            run_command(json_out, lang, lambda: emit_json(None if from_file else request(), emit, from_file),
+                        lambda r, lg: typer.echo(r["config"], nl=False))
             return
         from gpuwise.report.plot import with_plot
 
-        run_command(json_out, lang, lambda: with_plot(plan_json(req), plot, lang), render_plan)
+        run_command(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save), render_plan)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.params import count_params
+from gpuwise.catalog.prices import PriceOffer
 from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.constants import engine_constants
@@ -40,6 +42,7 @@ class Estimate:
     speed: InferSpeed | TrainSpeed | None = None
     cost: Cost | None = None
     calibrated: bool = False
+    replicas: int = 1
 
     @property
     def fits(self) -> bool:
@@ -52,7 +55,8 @@ class Estimate:
             "schema_version": SCHEMA_VERSION,
             "model": {"name": self.model.name, "params_total": params.total,
                       "params_active": params.active, "approximate": self.model.approximate},
-            "card": d.card.id, "gpus": d.gpus, "task": w.task,
+            "card": d.card.id, "gpus": d.gpus, "replicas": self.replicas,
+            "gpus_total": d.gpus * d.nodes * self.replicas, "task": w.task,
             "engine": d.engine if not w.is_training else None,
             "weights": w.weights if w.weights != "auto" else checkpoint_format(self.model),
             "memory": mem.breakdown.to_dict(),
@@ -94,16 +98,32 @@ def _check_context(model: ModelArch, w: Workload) -> None:
                   "若用 RoPE 缩放扩展了上下文，请加 --allow-long-context。"))
 
 
+def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context: bool = False) -> None:
+    """Refuse what no engine or framework runs. `estimate` and `plan` share this one check, so a
+    configuration the planner ranks is one that `estimate` accepts."""
+    if not allow_long_context:
+        _check_context(model, w)
+    card = d.card
+    fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
+    if fmt != "fp8" or card.dense_tflops("fp8") is not None:
+        return
+    if w.is_training:
+        raise InputError(Text(f"{card.name} has no FP8 tensor cores, so it cannot train in FP8.",
+                              f"{card.name} 没有 FP8 张量核心，无法做 FP8 训练。"),
+                         hint=Text("Train in bf16 (--weights bf16), or pick a card with FP8 (Ada, Hopper, Blackwell).",
+                                   "请用 bf16 训练（--weights bf16），或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
+    if d.engine != "vllm":
+        raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
+                              f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),
+                         hint=Text("Use --engine vllm (weight-only FP8 via Marlin) or --weights int8/bf16.",
+                                   "请用 --engine vllm（Marlin 仅权重 FP8）或 --weights int8/bf16。"))
+
+
 def _warnings(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> list[Text]:
     card = d.card
     found = list(model.notes)
     fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
     if fmt == "fp8" and card.dense_tflops("fp8") is None:
-        if d.engine != "vllm" or w.is_training:
-            raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
-                                  f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),
-                             hint=Text("Use --engine vllm (weight-only FP8 via Marlin) or --weights int8/bf16.",
-                                       "请用 --engine vllm（Marlin 仅权重 FP8）或 --weights int8/bf16。"))
         found.append(Text(f"{card.name} has no FP8 compute: vLLM runs FP8 weights weight-only (Marlin W8A16).",
                           f"{card.name} 不支持 FP8 计算：vLLM 以仅权重方式（Marlin W8A16）运行 FP8 权重。"))
     if not w.is_training and d.engine == "vllm":
@@ -126,38 +146,61 @@ class CostOptions:
     billing: str = "hourly"
     train_tokens: float | None = None  # tokens to train on, for the per-run cost
     inter_node_gbps: float = 100.0
+    offers: tuple[PriceOffer, ...] | None = None  # None: the shipped and config-dir price files
 
 
 def speed_of(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
              calibration: Any = None, inter_node_gbps: float = 100.0) -> InferSpeed | TrainSpeed:
-    rates = card_rates(d.card, calibration)
+    rates = card_rates(d.card, calibration, d.gpus)
     if w.is_training:
         return train_speed(model, w, d, mem, rates, inter_node_gbps)
     return infer_speed(model, w, d, mem, rates)
 
 
-def cost_of(d: Deployment, speed: InferSpeed | TrainSpeed, opts: CostOptions) -> Cost | None:
-    n = d.gpus * d.nodes
+def cost_of(d: Deployment, speed: InferSpeed | TrainSpeed, opts: CostOptions, replicas: int = 1) -> Cost | None:
+    """The whole deployment's cost: every replica's GPUs, and the tokens of all of them
+    (`speed` is the deployment's, see `scale_out`)."""
+    n = d.gpus * d.nodes * replicas
     if isinstance(speed, TrainSpeed):
         seconds = opts.train_tokens / speed.tokens_per_s if opts.train_tokens else None
-        return job_cost(d.card.id, n, provider=opts.provider, billing=opts.billing, run_seconds=seconds)
+        return job_cost(d.card.id, n, provider=opts.provider, billing=opts.billing, run_seconds=seconds,
+                        tokens_per_s=speed.tokens_per_s, offers=opts.offers)
     return job_cost(d.card.id, n, provider=opts.provider, billing=opts.billing,
-                    tokens_per_s=speed.throughput_tokens_per_s)
+                    tokens_per_s=speed.throughput_tokens_per_s, offers=opts.offers)
+
+
+def per_replica(w: Workload, replicas: int) -> Workload:
+    """What one of `replicas` identical engines behind a load balancer serves: its share of users."""
+    return w if replicas == 1 else dataclasses.replace(w, concurrency=-(-w.concurrency // replicas))
+
+
+def scale_out(speed: InferSpeed | TrainSpeed, replicas: int) -> InferSpeed | TrainSpeed:
+    """The deployment's speed: replicas add throughput; each user still sees one replica's latency."""
+    if replicas == 1 or not isinstance(speed, InferSpeed):
+        return speed
+    return dataclasses.replace(speed, throughput_tokens_per_s=speed.throughput_tokens_per_s * replicas)
 
 
 def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context: bool = False,
-             suggest: bool = True, cost: CostOptions | None = None, calibration: Any = None) -> Estimate:
-    """Memory per GPU, fit verdict, warnings, the nearest fixes, speed and cost."""
-    if not allow_long_context:
-        _check_context(model, w)
+             suggest: bool = True, cost: CostOptions | None = None, calibration: Any = None,
+             replicas: int = 1) -> Estimate:
+    """Memory per GPU, fit verdict, warnings, the nearest fixes, speed and cost. Serving with
+    `replicas` engines: memory is one replica's (each serves its share of the users); speed
+    and cost are the whole deployment's."""
+    check_valid(model, w, d, allow_long_context=allow_long_context)
+    if replicas > 1:
+        if w.is_training:
+            raise InputError(Text("--replicas is for serving; training scales with --gpus and --nodes.",
+                                  "--replicas 用于推理服务；训练请用 --gpus 与 --nodes 扩展。"))
+        w = per_replica(w, replicas)
     mem = estimate_memory(model, w, d)
     warnings = _warnings(model, w, d, mem)
     fixes = suggest_fixes(model, w, d, mem, estimate_memory) if suggest and not mem.fits else ()
     opts = cost or CostOptions()
-    speed = speed_of(model, w, d, mem, calibration, opts.inter_node_gbps)
+    speed = scale_out(speed_of(model, w, d, mem, calibration, opts.inter_node_gbps), replicas)
     if calibration is not None:
         warnings.append(Text(f"Speeds use the measurements in {getattr(calibration, 'source', 'the calibration file')}.",
                              f"速度采用 {getattr(calibration, 'source', '校准文件')} 中的实测值。"))
     return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
-                    suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts),
-                    calibrated=calibration is not None)
+                    suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts, replicas),
+                    calibrated=calibration is not None, replicas=replicas)

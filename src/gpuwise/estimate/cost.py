@@ -3,6 +3,7 @@ and the monthly-vs-hourly break-even, from the provider price files."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ class Cost:
 
 
 def _breakeven(card_id: str, provider: str | None, hourly: PriceQuote,
-               offers: list[PriceOffer] | None) -> float | None:
+               offers: Sequence[PriceOffer] | None) -> float | None:
     """Hours of use per month above which the monthly price beats paying by the hour."""
     try:
         monthly = price_per_gpu_hour(card_id, provider, "monthly", offers)
@@ -44,7 +45,7 @@ def _breakeven(card_id: str, provider: str | None, hourly: PriceQuote,
 
 def job_cost(card_id: str, n_gpus: int, *, provider: str | None = None, billing: str = "hourly",
              tokens_per_s: float | None = None, run_seconds: float | None = None,
-             offers: list[PriceOffer] | None = None) -> Cost | None:
+             offers: Sequence[PriceOffer] | None = None) -> Cost | None:
     """Cost of `n_gpus` of `card_id`; None when no price file lists the card."""
     quote = price_per_gpu_hour(card_id, provider, billing, offers)
     if quote is None:

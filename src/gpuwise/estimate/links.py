@@ -40,10 +40,13 @@ def _pcie_rate(card: Card) -> float:
     return float(one_way * links["pcie_busbw_fraction"] * GB)
 
 
-def _link(card: Card) -> tuple[float, float]:
-    """Bus bandwidth and latency of the GPU-GPU path inside a node."""
+def _link(card: Card, gpus: int) -> tuple[float, float]:
+    """Bus bandwidth and latency of the GPU-GPU path inside a node of `gpus` cards. A ring is as
+    fast as its slowest hop: an NVLink bridge joins one pair (interconnect_max_gpus = 2), so on
+    4 bridged cards the pairs talk over PCIe."""
     links = efficiency_table()["links"]
-    if card.interconnect in ("nvlink", "nvlink-bridge", "infinity-fabric", "hccs") and card.interconnect_bw_gbps:
+    if card.interconnect in ("nvlink", "nvlink-bridge", "infinity-fabric", "hccs") and card.interconnect_bw_gbps \
+            and gpus <= card.interconnect_max_gpus:
         # datasheets quote total bidirectional bandwidth per GPU: one direction is half
         return card.interconnect_bw_gbps / 2 * links["nvlink_busbw_fraction"] * GB, links["nvlink_latency_s"]
     pcie = _pcie_rate(card)
@@ -52,11 +55,12 @@ def _link(card: Card) -> tuple[float, float]:
     return pcie, links["pcie_latency_s"]
 
 
-def card_rates(card: Card, calibration: Any = None) -> Rates:
-    """Achievable rates for `card`; a verify calibration replaces the assumed fractions."""
+def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
+    """Achievable rates for `card` in a node of `gpus`; a verify calibration replaces the
+    assumed fractions."""
     table = efficiency_table()
     fam = table.get(card.family, table["default"])
-    busbw, latency = _link(card)
+    busbw, latency = _link(card, gpus)
     rates = Rates(mem_bw=card.mem_bw_gbps * GB * fam["bw"], gemm=fam["gemm"], prefill=fam["prefill"],
                   mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card))
     return rates if calibration is None else apply_calibration(rates, card, calibration)

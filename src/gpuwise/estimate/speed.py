@@ -141,10 +141,12 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, pr
 
 def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
                 inter_node_gbps: float = 100.0) -> TrainSpeed:
-    """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x DP ranks)."""
+    """Step time, tokens/s and MFU of one optimizer step over all GPUs: micro-batch x
+    accumulation steps x DP ranks. The gradient all-reduce and the optimizer's offload traffic
+    happen once per step, so accumulation amortises them (tensor-parallel traffic does not)."""
     p = count_params(model)
     n_gpus = d.gpus * d.nodes
-    tokens_step = w.seq_len * w.micro_batch * n_gpus / ((d.tp or 1) * d.pp)
+    tokens_step = w.seq_len * w.micro_batch * w.grad_accum * n_gpus / ((d.tp or 1) * d.pp)
     attn = 12 * model.num_layers * model.q_dim * w.seq_len / 2  # PaLM app. B, halved for causal masks
     model_flops = 6 * p.active + attn
     factor = {"full": 8 / 6}.get(w.grad_ckpt, 1.0)  # full recompute repeats the forward
@@ -156,7 +158,8 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     peak = _peak_flops(d, "bf16")
     t_compute = tokens_step * model_flops * factor / (n_gpus * peak * r.mfu)
     t_comm = _train_comm_seconds(model, w, d, r, inter_node_gbps)
-    overlap = efficiency_table()["overheads"]["dp_overlap"] * t_compute * 2 / 3  # backward ~2/3
+    # only the last micro-batch's backward (~2/3 of its compute) can hide the step's all-reduce
+    overlap = efficiency_table()["overheads"]["dp_overlap"] * t_compute / w.grad_accum * 2 / 3
     exposed = max(0.0, t_comm - overlap)
     t_offload = _offload_seconds(model, w, d, r, mem)
     step = t_compute + exposed + t_offload
@@ -183,7 +186,7 @@ def _train_comm_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, 
         t += volume * 2 * (d.nodes - 1) / d.nodes * grad_bytes / (inter_node_gbps / 8 * GB)
     if tp > 1:  # Megatron TP: 4 all-reduces of activations per layer per micro-batch (fwd + bwd)
         msg = w.seq_len * w.micro_batch * model.hidden_size * 2.0
-        t += 4 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency)
+        t += w.grad_accum * 4 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency)
     return t
 
 

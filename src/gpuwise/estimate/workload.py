@@ -45,7 +45,8 @@ class Workload:
     output_tokens: int | None = None  # of --context; None: a chat-like quarter, at most 1,024
     max_num_batched_tokens: int | None = None  # None: the engine's default
     seq_len: int = 2048  # training sequence length
-    micro_batch: int = 1  # sequences per GPU per step
+    micro_batch: int = 1  # sequences per GPU per forward/backward
+    grad_accum: int = 1  # micro-batches accumulated per optimizer step
     optimizer: Optimizer = "adamw"
     grad_ckpt: GradCkpt = "none"
     flash_attention: bool = True
@@ -58,6 +59,7 @@ class Workload:
         _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")
         for flag, value in (("--context", self.context), ("--concurrency", self.concurrency),
                             ("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch),
+                            ("--grad-accum", self.grad_accum),
                             ("--lora-rank", self.lora_rank)):
             _check(0 < value <= MAX_TOKENS, f"{flag} must be between 1 and {MAX_TOKENS:,}; got {value}.",
                    f"{flag} 必须在 1 到 {MAX_TOKENS:,} 之间，实际为 {value}。")

@@ -1,6 +1,6 @@
 """Export a chosen plan as ready-to-use settings in each tool's own vocabulary.
 
-`emit(plan, target)` takes the plan dict of `gpuwise plan --json` and returns text: a
+`emit(plan, target)` takes the planner's frozen `Plan` and returns text: a
 `vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task,
 a dstack configuration, Kubernetes manifests, or a Ray driver script. Presentation only: the
 sizes come from the plan, never recomputed here. Flags, keys and emitted configs stay English;
@@ -17,7 +17,7 @@ from gpuwise.export import accelerate, deepspeed, dstack, k8s, ray, skypilot, to
 from gpuwise.export._plan import Plan, parse_plan
 from gpuwise.i18n import Text
 
-__all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "targets_for"]
+__all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "target_key", "targets_for"]
 
 TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
 INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray")
@@ -33,15 +33,25 @@ _EMITTERS: dict[str, Callable[[Plan], str]] = {
 }
 
 
-def targets_for(plan: Mapping[str, Any]) -> tuple[str, ...]:
+def targets_for(plan: Plan | Mapping[str, Any]) -> tuple[str, ...]:
     """The targets that apply to a plan (by its task)."""
-    return TRAINING_TARGETS if parse_plan(plan).training else INFERENCE_TARGETS
+    return TRAINING_TARGETS if _typed(plan).training else INFERENCE_TARGETS
 
 
-def emit(plan: Mapping[str, Any], target: str) -> str:
-    """The plan as `target`'s config text; UnknownNameError or InputError when it cannot be."""
+def target_key(target: str) -> str:
+    """The canonical target name; UnknownNameError with close matches otherwise."""
     key = _ALIASES.get(target.strip().lower(), target.strip().lower())
     if key not in _EMITTERS:
         raise unknown_name(Text("export target", "导出目标"), target, TARGETS,
                            "gpuwise plan --help")
-    return _EMITTERS[key](parse_plan(plan))
+    return key
+
+
+def emit(plan: Plan | Mapping[str, Any], target: str) -> str:
+    """The plan as `target`'s config text; UnknownNameError or InputError when it cannot be.
+    A mapping is a plan file's JSON, checked by `parse_plan` first."""
+    return _EMITTERS[target_key(target)](_typed(plan))
+
+
+def _typed(plan: Plan | Mapping[str, Any]) -> Plan:
+    return plan if isinstance(plan, Plan) else parse_plan(plan)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import Any
-
 from gpuwise.errors import InputError
 from gpuwise.export._plan import Plan
 from gpuwise.i18n import Text
@@ -45,11 +43,9 @@ def num(value: float) -> str:
 
 def half_precision(plan: Plan) -> str:
     """'bf16' or 'fp16' for mixed-precision training on the plan's card."""
-    if plan.weights == "fp16" or plan.card_info.get("bf16") is False:
+    if plan.weights == "fp16" or not plan.card_facts.bf16:
         return "fp16"
-    if plan.card_info.get("bf16") is True:
-        return "bf16"
-    cc = plan.card_info.get("compute_capability") or _catalog_cc(plan.card)
+    cc = plan.card_facts.compute_capability
     major = str(cc).split(".")[0] if cc else ""
     # bf16 tensor cores start at compute capability 8.0 (Ampere); torch.cuda.is_bf16_supported()
     # checks the same major >= 8 (pytorch torch/cuda/__init__.py). AMD CDNA3 ("gfx942") has bf16.
@@ -58,25 +54,9 @@ def half_precision(plan: Plan) -> str:
     return "bf16"
 
 
-def catalog_card(card_id: str) -> Any:
-    """The shipped catalog's card for a plan that did not carry a field we need, or None."""
-    try:
-        from gpuwise.catalog.cards import load_cards
-
-        return load_cards().get(card_id)
-    except Exception:  # a broken user cards file must not stop an export  # noqa: BLE001
-        return None
-
-
-def _catalog_cc(card_id: str) -> str | None:
-    card = catalog_card(card_id)
-    return card.compute_capability if card else None
-
-
 def vendor(plan: Plan) -> str:
-    """'nvidia' unless the plan or the catalog says otherwise."""
-    value = plan.card_info.get("vendor") or getattr(catalog_card(plan.card), "vendor", None)
-    return str(value or "nvidia")
+    """The card's maker, as the plan recorded it."""
+    return plan.card_facts.vendor
 
 
 def not_for(target: str, plan: Plan, en: str, zh: str) -> InputError:

@@ -72,7 +72,7 @@ def disk_gb(plan: Plan) -> int:
     """Disk to ask for, in GB: a checkpoint that fits the node's GPUs (plus vLLM's CPU offload)
     is at most their memory; x2 leaves room for the download cache and a saved or converted
     copy; at least 100 GB for the image, packages and logs. Rounded up to 50 GB."""
-    memory = plan.card_info.get("memory_gb")
+    memory = plan.card_facts.memory_gb
     per_gpu = float(memory) if isinstance(memory, (int, float)) and memory > 0 else 80.0
     total = (per_gpu + plan.cpu_offload_gb) * plan.gpus_per_node * 2
     return max(100, -(-int(total) // 50) * 50)

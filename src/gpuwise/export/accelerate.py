@@ -33,7 +33,7 @@ def distributed_type(plan: Plan) -> str:
         return "FSDP"
     if uses_deepspeed(plan):
         return "DEEPSPEED"
-    return "MULTI_GPU" if plan.gpus > 1 else "NO"
+    return "MULTI_GPU" if plan.gpus_total > 1 else "NO"
 
 
 def uses_ds_file(plan: Plan) -> bool:
@@ -91,7 +91,7 @@ def config(plan: Plan) -> dict[str, Any]:
     cfg["main_training_function"] = "main"
     if not uses_ds_file(plan):
         cfg["mixed_precision"] = half_precision(plan)
-    cfg.update(num_machines=plan.nodes, num_processes=plan.gpus, rdzv_backend="static",
+    cfg.update(num_machines=plan.nodes, num_processes=plan.gpus_total, rdzv_backend="static",
                same_network=True, use_cpu=False)
     return cfg
 

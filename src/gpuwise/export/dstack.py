@@ -30,7 +30,7 @@ def gpu_name(plan: Plan) -> str | None:
 
 def gpu_spec(plan: Plan) -> str:
     """NAME:MEMORY:COUNT, or MEMORY:COUNT when the card has no scheduler name."""
-    memory = plan.card_info.get("memory_gb")
+    memory = plan.card_facts.memory_gb
     parts = [gpu_name(plan)]
     if isinstance(memory, (int, float)) and memory > 0:
         parts.append(f"{memory:g}GB")

@@ -48,7 +48,7 @@ def gpu_limits(plan: Plan) -> dict[str, str]:
             raise not_for("k8s", plan, f"gpuwise knows no device-plugin resource name for "
                           f"{maker} cards.", f"gpuwise 不知道 {maker} 加速卡的设备插件资源名。")
         return {_DEVICE_RESOURCE[maker]: count}
-    profiles = plan.card_info.get("mig_profiles")
+    profiles = list(plan.card_facts.mig_profiles)
     if isinstance(profiles, list) and profiles and plan.mig_profile not in profiles:
         raise unknown_name(Text("MIG profile", "MIG 配置"), plan.mig_profile,
                            [str(p) for p in profiles], f"gpuwise cards {plan.card}")

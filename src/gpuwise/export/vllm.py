@@ -11,6 +11,7 @@ import re
 
 from gpuwise.export._common import not_for, num, shell_join
 from gpuwise.export._plan import Plan
+from gpuwise.textsafe import comment_line
 
 __all__ = ["emit", "serve_tokens"]
 
@@ -36,40 +37,33 @@ def _check(plan: Plan) -> None:
         raise not_for("vllm", plan, f"it was sized for the '{engine}' engine, whose memory use "
                       "differs. Re-plan with --engine vllm.",
                       f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine vllm 重新规划。")
-    if _tp(plan) * plan.pp * plan.dp > plan.gpus:
-        raise not_for("vllm", plan, f"tensor x pipeline x data parallel = {_tp(plan)} x {plan.pp} "
-                      f"x {plan.dp} needs more than the plan's {plan.gpus} GPUs.",
-                      f"张量 × 流水线 × 数据并行 = {_tp(plan)} × {plan.pp} × {plan.dp}，"
-                      f"超过计划中的 {plan.gpus} 张卡。")
+    if plan.tp * plan.pp * plan.replicas_per_node > plan.gpus_per_node:
+        raise not_for("vllm", plan, f"tensor x pipeline x data parallel = {plan.tp} x {plan.pp} "
+                      f"x {plan.replicas_per_node} needs more than the node's {plan.gpus_per_node} GPUs.",
+                      f"张量 × 流水线 × 数据并行 = {plan.tp} × {plan.pp} × {plan.replicas_per_node}，"
+                      f"超过每节点的 {plan.gpus_per_node} 张卡。")
     if plan.kv_dtype not in _KV_FLAGS + _KV_DEFAULT:
         raise not_for("vllm", plan, f"vLLM has no KV cache type '{plan.kv_dtype}'; use auto or "
                       "fp8.", f"vLLM 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
 
 
-def _tp(plan: Plan) -> int:
-    """Tensor-parallel size: the plan's, else the GPUs left after PP and DP."""
-    return plan.tp or max(1, plan.gpus // (plan.pp * plan.dp))
-
-
 def _quantization(plan: Plan) -> str | None:
-    """--quantization for on-the-fly quantization of a 16-bit checkpoint."""
-    if _PREQUANT.search(plan.hf_id):
-        return None
-    if plan.weights == "fp8":
-        return "fp8"  # dynamic per-tensor FP8 of a bf16/fp16 checkpoint (vLLM FP8 docs)
-    # 4- and 8-bit integer weights need a quantized checkpoint: vLLM 0.33 has no in-flight
-    # int4 method (bitsandbytes is gone from its --quantization choices).
+    """--quantization: the plan's online quantisation of a 16-bit checkpoint ("fp8": dynamic
+    per-tensor FP8, vLLM FP8 docs). 4- and 8-bit integer weights need a quantised checkpoint
+    (vLLM 0.33 has no in-flight int4 method), which --deploy-model names."""
+    if plan.quantization and not _PREQUANT.search(plan.deploy_model):
+        return plan.quantization
     return None
 
 
 def serve_tokens(plan: Plan) -> list[str]:
     """The command as a list of arguments (for YAML `args:` lists and shell lines alike)."""
     _check(plan)
-    t = ["vllm", "serve", plan.hf_id, "--tensor-parallel-size", str(_tp(plan))]
+    t = ["vllm", "serve", plan.deploy_model, "--tensor-parallel-size", str(plan.tp)]
     if plan.pp > 1:
         t += ["--pipeline-parallel-size", str(plan.pp)]
-    if plan.dp > 1:
-        t += ["--data-parallel-size", str(plan.dp)]
+    if plan.replicas_per_node > 1:  # vLLM's data parallel: replicas behind its own load balancer
+        t += ["--data-parallel-size", str(plan.replicas_per_node)]
     if plan.context:
         t += ["--max-model-len", str(plan.context)]
     t += ["--gpu-memory-utilization", num(plan.gpu_memory_utilization)]
@@ -81,21 +75,27 @@ def serve_tokens(plan: Plan) -> list[str]:
     quant = _quantization(plan)
     if quant:
         t += ["--quantization", quant]
-    if plan.concurrency:
-        t += ["--max-num-seqs", str(plan.concurrency)]
+    if plan.concurrency:  # per engine replica
+        t += ["--max-num-seqs", str(-(-plan.concurrency // plan.replicas))]
     if plan.max_num_batched_tokens:
         t += ["--max-num-batched-tokens", str(plan.max_num_batched_tokens)]
     return t
 
 
 def notes(plan: Plan) -> list[str]:
-    """Warnings the command alone cannot carry."""
-    if plan.weights in ("int4", "int8", "nf4") and not _PREQUANT.search(plan.hf_id):
-        return [(f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
-                f"checkpoint of {plan.model}; vLLM reads its quantization from config.json.")]
-    return []
+    """What the command alone cannot carry: the plan's notes, one line each."""
+    out = [n.en for n in plan.notes]
+    low_bit = plan.weights in ("int4", "int8", "nf4") and not _PREQUANT.search(plan.deploy_model)
+    if low_bit and not any("AWQ/GPTQ" in n for n in out):
+        out.insert(0, f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
+                   f"checkpoint of {plan.model} (--deploy-model); vLLM reads its quantization "
+                   "from config.json.")
+    if plan.nodes > 1:
+        out.append(f"Run this line on each of the {plan.nodes} nodes and put a load balancer in "
+                   f"front of port {SERVE_PORT}.")
+    return out
 
 
 def emit(plan: Plan) -> str:
-    lines = [f"# {n}" for n in notes(plan)]
+    lines = [f"# {comment_line(n)}" for n in notes(plan)]
     return "\n".join([*lines, shell_join(serve_tokens(plan))]) + "\n"

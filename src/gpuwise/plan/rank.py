@@ -1,11 +1,12 @@
-"""Rank the candidates that pass, and explain every card that lost."""
+"""Rank the candidates that pass by one objective, and explain every card that lost in the
+objective's own unit."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
@@ -13,85 +14,172 @@ from gpuwise.estimate.api import CostOptions
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
-from gpuwise.plan.search import Candidate, Targets, candidates
+from gpuwise.plan.search import Candidate, Targets, candidates, precisions
 from gpuwise.units import GiB
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # of the `gpuwise plan --json` object; docs/json.md says what changed
+
+# Costs within 3 % of each other count as equal: the estimate is not finer than that, and a tie
+# then goes to the smaller job (fewer GPUs), not to whichever rounding wins.
+TIE = 1.03
 
 
-def _cost_key(c: Candidate) -> float:
-    """Serving: per hour. Training: per run, or per token trained when no run size is given
-    (a cheap hour that trains slowly is not cheap)."""
-    if c.cost is None:
-        return float("inf")
-    if c.cost.per_run is not None:
-        return c.cost.per_run
-    if c.workload.is_training:
-        return _token_cost(c)
-    return c.cost.per_hour
+@dataclass(frozen=True)
+class Objective:
+    """What the ranking minimises (or, for speed, maximises), and its unit in both languages."""
+
+    key: str  # per_hour | per_run | per_million_tokens | tokens_per_s
+    unit: Text
+    label: Text  # "cheapest per hour"
+    higher_is_better: bool = False
+
+    @property
+    def short(self) -> str:
+        """The unit after a currency, in tables and comparisons: CNY/h, CNY/Mtok, CNY/run."""
+        return {"per_hour": "/h", "per_run": "/run", "per_million_tokens": "/Mtok"}.get(self.key, "")
+
+    def value(self, c: Candidate) -> float | None:
+        if self.key == "tokens_per_s":
+            return _tokens_per_s(c)
+        if c.cost is None:
+            return None
+        value = getattr(c.cost, self.key)
+        return float(value) if value is not None else None
+
+    def show(self, value: float, currency: str) -> str:
+        if self.key == "tokens_per_s":
+            return f"{value:,.0f} tok/s"
+        digits = 0 if self.key == "per_run" else 2
+        return f"{value:,.{digits}f} {currency}{self.short}"
+
+    def show_zh(self, value: float, currency: str) -> str:
+        if self.key == "tokens_per_s":
+            return f"{value:,.0f} tok/s"
+        digits = 0 if self.key == "per_run" else 2
+        return f"{value:,.{digits}f} {currency}{self.short}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.key, "unit": self.unit.en, "unit_zh": self.unit.zh, "short": self.short,
+                "label": self.label.en, "label_zh": self.label.zh,
+                "higher_is_better": self.higher_is_better}
 
 
-def _token_cost(c: Candidate) -> float:
-    if c.cost is None or c.speed is None:
-        return float("inf")
-    tps = c.speed.throughput_tokens_per_s if isinstance(c.speed, InferSpeed) else c.speed.tokens_per_s
-    return c.cost.per_hour / max(tps, 1e-9)
+def objective_for(objective: str, stage: str | None, w: Workload, opts: CostOptions) -> Objective:
+    """The one unit a plan is ranked in, printed with the plan and used by every "why not"."""
+    if objective == "speed" or stage == "scale":
+        return Objective("tokens_per_s", Text(" tok/s", " tok/s"), Text("fastest", "最快"), True)
+    if objective == "cost-per-token" or (w.is_training and not opts.train_tokens):
+        what = Text(" per million tokens trained", "/百万训练 token") if w.is_training \
+            else Text(" per million output tokens", "/百万输出 token")
+        return Objective("per_million_tokens", what, Text("lowest cost per token", "单位 token 成本最低"))
+    if w.is_training:
+        return Objective("per_run", Text(" per run", "/整次训练"), Text("cheapest run", "整次训练最便宜"))
+    return Objective("per_hour", Text("/h", "/时"), Text("cheapest per hour", "每小时最便宜"))
 
 
-def _speed_key(c: Candidate) -> float:
+def _tokens_per_s(c: Candidate) -> float:
     if c.speed is None:
         return 0.0
     return c.speed.throughput_tokens_per_s if isinstance(c.speed, InferSpeed) else c.speed.tokens_per_s
 
 
+def _bucket(value: float | None) -> float:
+    return math.floor(math.log(value) / math.log(TIE)) if value is not None and 0 < value < math.inf else math.inf
+
+
 SortKey = Callable[[Candidate], tuple[float, ...]]
-# Costs within 3 % of each other count as equal: the estimate is not finer than that, and a tie
-# then goes to the smaller job (fewer GPUs), not to whichever rounding wins.
-_TIE = math.log(1.03)
 
 
-def _bucket(value: float) -> float:
-    return math.floor(math.log(value) / _TIE) if 0 < value < float("inf") else float("inf")
+def sort_key(obj: Objective, stage: str | None) -> SortKey:
+    """Objective first (ties within 3 %), then fewer GPUs, then speed. The validate stage puts
+    one-GPU configurations first: it proves the pipeline on the cheapest machine that runs it."""
+    one_first = stage == "validate"
+
+    def key(c: Candidate) -> tuple[float, ...]:
+        v = obj.value(c)
+        head = (float(one_first and c.gpus_total > 1),)
+        if obj.higher_is_better:
+            return (*head, -_bucket(v) if v else math.inf, c.gpus_total, -_tokens_per_s(c))
+        return (*head, _bucket(v), c.gpus_total, -_tokens_per_s(c))
+    return key
 
 
-def _gpus(c: Candidate) -> int:
-    return c.deployment.gpus * c.deployment.nodes
+@dataclass(frozen=True)
+class WhyNot:
+    """Why one card is not among the plans, from its closest attempt."""
+
+    card: str
+    gpus: int | None
+    weights: str | None
+    reasons: tuple[Text, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"card": self.card, "gpus": self.gpus, "weights": self.weights,
+                "reasons": [r.en for r in self.reasons], "reasons_zh": [r.zh for r in self.reasons]}
 
 
-def sort_key(objective: str, stage: str | None) -> SortKey:
-    if objective == "speed" or stage == "scale":
-        return lambda c: (-_speed_key(c), _cost_key(c))
-    if objective == "cost-per-token":
-        return lambda c: (_bucket(_token_cost(c)), _gpus(c), _cost_key(c))
-    return lambda c: (_bucket(_cost_key(c)), _gpus(c), -_speed_key(c))  # cheapest meeting the targets
-
-
-def _deciding_reason(c: Candidate, objective: str, rank: int) -> Text:
+def _what(c: Candidate) -> str:
     d = c.deployment
-    what = f"{d.card.name} x{d.gpus * d.nodes}, {c.workload.weights}"
-    if rank == 0:
-        basis = {"speed": ("fastest", "最快"), "cost-per-token": ("lowest cost per token", "单位 token 成本最低")}
-        en, zh = basis.get(objective, ("cheapest", "最便宜"))
-        return Text(f"{what}: the {en} configuration that fits and meets every target",
-                    f"{what}：满足全部目标且放得下的配置中{zh}")
-    return Text(f"{what}: fits and meets the targets", f"{what}：放得下且满足目标")
+    if c.replicas > 1:
+        return f"{d.card.name} x{c.gpus_total} ({c.replicas} replicas x TP{d.gpus}), {c.workload.weights}"
+    return f"{d.card.name} x{c.gpus_total}, {c.workload.weights}"
 
 
-def _why_not(card: Card, tried: list[Candidate], winner: Candidate | None) -> dict[str, Any]:
-    """The one line that says why `card` lost, from its closest attempt."""
+def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets) -> Text:
+    what = _what(c)
+    v = obj.value(c)
+    shown = Text(obj.show(v, c.cost.currency if c.cost else ""), obj.show_zh(v, c.cost.currency if c.cost else "")) \
+        if v is not None else Text("", "")
+    if rank > 0:
+        return Text(f"{what}: {shown.en}, ranks #{rank + 1}", f"{what}：{shown.zh}，排第 {rank + 1}")
+    if t.given:
+        given = ", ".join(FLAGS.get(g, g) for g in t.given)
+        return Text(f"{what}: {obj.label.en} ({shown.en}) of the configurations that fit and meet every "
+                    f"target ({given})",
+                    f"{what}：放得下且满足全部目标（{given}）的配置中{obj.label.zh}（{shown.zh}）")
+    return Text(f"{what}: {obj.label.en} ({shown.en}) of the configurations that fit; no targets were set "
+                "(add --max-ttft, --min-throughput, --min-tokens-per-s-per-user or --budget)",
+                f"{what}：放得下的配置中{obj.label.zh}（{shown.zh}）；未设目标"
+                "（可加 --max-ttft、--min-throughput、--min-tokens-per-s-per-user 或 --budget）")
+
+
+# The flag behind each target, for the reasons' wording.
+FLAGS = {"budget_per_hour": "--budget", "budget_per_run": "--budget", "min_throughput": "--min-throughput",
+         "max_ttft": "--max-ttft", "min_tokens_per_s_per_user": "--min-tokens-per-s-per-user",
+         "ecc": "--require ecc", "nvlink": "--require nvlink"}
+
+
+def _versus(best: Candidate, winner: Candidate, obj: Objective) -> Text:
+    """The rejected card's objective against plan #1's, larger number for the loser."""
+    vb, vw = obj.value(best), obj.value(winner)
+    cur = winner.cost.currency if winner.cost else ""
+    if vb is None or vw is None:
+        return Text("meets the targets but ranks lower", "满足目标，但排名靠后")
+    worse = vb < vw if obj.higher_is_better else vb > vw
+    if not worse or _bucket(vb) == _bucket(vw):
+        return Text(f"meets the targets at {obj.show(vb, cur)}, within 3% of plan #1's {obj.show(vw, cur)}, "
+                    f"but needs {best.gpus_total} GPUs vs {winner.gpus_total}"
+                    if best.gpus_total != winner.gpus_total else
+                    f"meets the targets at {obj.show(vb, cur)}, within 3% of plan #1's {obj.show(vw, cur)}, "
+                    "and is slower",
+                    f"满足目标，{obj.show_zh(vb, cur)}，与方案 #1 的 {obj.show_zh(vw, cur)} 相差不到 3%，"
+                    + (f"但需要 {best.gpus_total} 张卡（方案 #1 为 {winner.gpus_total}）"
+                       if best.gpus_total != winner.gpus_total else "但更慢"))
+    verb, verb_zh = ("is slower", "更慢") if obj.higher_is_better else ("costs more", "更贵")
+    return Text(f"meets the targets but {verb}: {obj.show(vb, cur)} vs {obj.show(vw, cur)} for plan #1",
+                f"满足目标，但{verb_zh}：{obj.show_zh(vb, cur)}，方案 #1 为 {obj.show_zh(vw, cur)}")
+
+
+def _row(c: Candidate, reasons: list[Text]) -> WhyNot:
+    return WhyNot(c.deployment.card.id, c.gpus_total, c.workload.weights, tuple(reasons))
+
+
+def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective) -> WhyNot:
+    """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first)."""
     passing = [c for c in tried if c.ok]
-    if passing and passing[0].cost is None:  # unpriced: show its smallest passing configuration
-        smallest = min(passing, key=lambda c: c.deployment.gpus * c.deployment.nodes)
-        return _row(smallest, [Text("fits, but no provider file prices this card (add one with --prices)",
-                                      "放得下，但价格文件中没有这张卡的报价（可用 --prices 补充）")])
     if passing:
-        best = passing[0]
-        reason = Text("meets the targets but ranks lower", "满足目标，但排名靠后")
-        if winner is not None and best.cost and winner.cost:
-            reason = Text(f"meets the targets but costs {best.cost.per_hour:,.2f} vs {winner.cost.per_hour:,.2f} "
-                          f"{winner.cost.currency}/h", f"满足目标，但每小时 {best.cost.per_hour:,.2f} 对比 "
-                          f"{winner.cost.per_hour:,.2f} {winner.cost.currency}")
-        return _row(best, [reason])
+        return _row(passing[0], [_versus(passing[0], winner, obj)] if winner else
+                    [Text("meets the targets but ranks lower", "满足目标，但排名靠后")])
     fitting = [c for c in tried if c.memory.fits]
     if fitting:
         best = fitting[0]
@@ -100,33 +188,36 @@ def _why_not(card: Card, tried: list[Candidate], winner: Candidate | None) -> di
             if len(fmts) < len({c.workload.weights for c in tried}) else []
         return _row(best, [*extra, *best.failures])
     if not tried:
-        return {"card": card.id, "gpus": None, "reasons": ["no configuration could be evaluated"],
-                "reasons_zh": ["没有可评估的配置"]}
+        return WhyNot(card.id, None, None, (Text("no configuration could be evaluated", "没有可评估的配置"),))
     closest = min(tried, key=lambda c: c.memory.breakdown.required - c.memory.usable)
     short = (closest.memory.breakdown.required - closest.memory.usable) / GiB
-    d = closest.deployment
-    return _row(closest, [Text(f"does not fit even on {d.gpus * d.nodes} GPUs at {closest.workload.weights}: "
+    n = closest.gpus_total
+    return _row(closest, [Text(f"does not fit even on {n} GPUs at {closest.workload.weights}: "
                                f"short by {short:,.1f} GiB per GPU",
-                               f"即使 {d.gpus * d.nodes} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB")])
+                               f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB")])
 
 
-def _row(c: Candidate, reasons: list[Text]) -> dict[str, Any]:
-    return {"card": c.deployment.card.id, "gpus": c.deployment.gpus * c.deployment.nodes,
-            "weights": c.workload.weights, "reasons": [r.en for r in reasons],
-            "reasons_zh": [r.zh for r in reasons]}
+def _unpriced(tried: list[Candidate]) -> WhyNot:
+    smallest = min((c for c in tried if c.ok), key=lambda c: c.gpus_total)
+    return _row(smallest, [Text(f"fits and meets the targets on {smallest.gpus_total} GPU(s), but no price "
+                                "file lists this card: add one with --prices FILE",
+                                f"在 {smallest.gpus_total} 张卡上放得下且满足目标，但价格文件中没有这张卡："
+                                "可用 --prices FILE 补充")])
 
 
 @dataclass(frozen=True)
 class PlanResult:
     plans: list[Candidate]
     reasons: list[Text]
-    rejected: list[dict[str, Any]]
+    rejected: list[WhyNot]
+    unpriced: list[WhyNot]  # fits and meets the targets, but the objective needs a price
     evaluated: int
+    objective: Objective
+    notes: tuple[Text, ...] = ()
 
 
-def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-         top: int = 5) -> PlanResult:
-    key = sort_key(t.objective, t.stage)
+def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
+            key: SortKey) -> tuple[dict[str, list[Candidate]], int]:
     by_card: dict[str, list[Candidate]] = {c.id: [] for c in cards}
     evaluated = 0
     for cand in candidates(model, w, cards, t, opts):
@@ -134,10 +225,37 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
         evaluated += 1
     for tried in by_card.values():
         tried.sort(key=lambda c: (not c.ok, not c.memory.fits, key(c)))
-    best_per_card = sorted((t_[0] for t_ in by_card.values() if t_ and t_[0].ok), key=key)
-    plans = best_per_card[:top]
+    return by_card, evaluated
+
+
+def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
+         top: int = 5, excluded: dict[str, Text] | None = None) -> PlanResult:
+    """Ranked plans, a reason for every other card, and the cards that fit but have no price.
+    `excluded` maps card ids left out before the search to the reason (a software stack)."""
+    obj = objective_for(t.objective, t.stage, w, opts)
+    key = sort_key(obj, t.stage)
+    excluded = excluded or {}
+    searched = [c for c in cards if c.id not in excluded]
+    by_card, evaluated = _search(model, w, searched, t, opts, key)
+    notes: tuple[Text, ...] = ()
+    if t.weights == "auto" and not w.is_training and not any(x and x[0].ok for x in by_card.values()):
+        low = dataclasses.replace(t, low_bit=True)
+        by_card, more = _search(model, w, searched, low, opts, key)
+        evaluated += more
+        tried_fmts = ", ".join(precisions(model, w, t))
+        notes = (Text(f"Nothing fits the constraints at {tried_fmts}, so 4-bit weights were tried too "
+                      "(see each plan's quality cost).",
+                      f"在 {tried_fmts} 下没有满足条件的配置，因此也尝试了 4-bit 权重（质量代价见各方案）。"),)
+    heads = [x[0] for x in by_card.values() if x and x[0].ok]
+    ranked = sorted((c for c in heads if obj.value(c) is not None), key=key)
+    plans = ranked[:top]
     winner = plans[0] if plans else None
     shown = {c.deployment.card.id for c in plans}
-    rejected = [_why_not(card, by_card[card.id], winner) for card in cards if card.id not in shown]
-    reasons = [_deciding_reason(c, t.objective, i) for i, c in enumerate(plans)]
-    return PlanResult(plans=plans, reasons=reasons, rejected=rejected, evaluated=evaluated)
+    unpriced_ids = {c.deployment.card.id for c in heads if obj.value(c) is None}
+    rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
+    rejected += [why_not(card, by_card[card.id], winner, obj) for card in searched
+                 if card.id not in shown and card.id not in unpriced_ids]
+    unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
+    reasons = [deciding_reason(c, obj, i, t) for i, c in enumerate(plans)]
+    return PlanResult(plans=plans, reasons=reasons, rejected=rejected, unpriced=unpriced,
+                      evaluated=evaluated, objective=obj, notes=notes)

@@ -1,5 +1,5 @@
-"""`gpuwise plan`: enumerate card x count x precision x parallelism x offload, keep what fits
-and meets the targets, rank, and say why every other card lost."""
+"""`gpuwise plan`: enumerate card x count x precision x parallelism x replicas x batch, keep what
+fits and meets the targets. Ranking and the "why not" lines live in `plan.rank`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.errors import GpuwiseError
-from gpuwise.estimate.api import CostOptions, cost_of, estimate_memory, speed_of
+from gpuwise.estimate.api import (
+    CostOptions,
+    check_valid,
+    cost_of,
+    estimate_memory,
+    per_replica,
+    scale_out,
+    speed_of,
+)
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
@@ -19,8 +27,15 @@ from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
 from gpuwise.units import GiB
 
-COUNTS = (1, 2, 4, 8)
+COUNTS = (1, 2, 4, 8)  # GPUs per engine (tensor parallel) or per training node
+REPLICAS = (1, 2, 3, 4, 6, 8)  # serving engines behind a load balancer
+MAX_NODES = 4
 TRAIN_NODES = (1, 2, 4)
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+# The default ladder keeps the checkpoint's precision or FP8, both near-lossless
+# (data/quant_quality.toml); 4-bit comes in only when asked or when nothing else fits.
+DEFAULT_FORMATS = ("native", "fp8")
+LOW_BIT_FORMATS = ("int4",)
 
 
 @dataclass(frozen=True)
@@ -34,26 +49,46 @@ class Targets:
     objective: str = "cost"  # cost | speed | cost-per-token
     stage: str | None = None  # validate | stabilise | scale
     allow_offload: bool = False
-    weights: str = "any"
+    weights: str = "auto"  # auto: native or fp8; any: 4-bit too; else exactly this format
     grad_ckpt_options: tuple[str, ...] = ("none",)  # training: try these, cheapest memory last
+    global_batch: int | None = None  # training: sequences per optimizer step, kept fixed
+    replicas: int | None = None  # serving: exactly this many engines (None: search)
+    low_bit: bool = False  # the fallback pass: 4-bit allowed because nothing else fitted
+
+    @property
+    def given(self) -> tuple[str, ...]:
+        """The targets the user set, by name (for "meets every target")."""
+        names = ("budget_per_hour", "budget_per_run", "min_throughput", "max_ttft", "min_tokens_per_s_per_user")
+        return tuple(n for n in names if getattr(self, n) is not None) + tuple(self.require)
 
 
 @dataclass(frozen=True)
 class Candidate:
-    workload: Workload
-    deployment: Deployment
+    workload: Workload  # one replica's (serving) or one rank's (training) workload
+    deployment: Deployment  # one replica's GPUs (serving) or the whole job (training)
     memory: MemoryResult
-    speed: InferSpeed | TrainSpeed | None = None
-    cost: Cost | None = None
+    speed: InferSpeed | TrainSpeed | None = None  # the whole deployment's
+    cost: Cost | None = None  # the whole deployment's
     failures: tuple[Text, ...] = ()
+    replicas: int = 1
+    users: int = 1  # concurrency of the whole deployment
+    nodes: int = 1  # machines the deployment needs
     reasons: tuple[Text, ...] = field(default=(), compare=False)
 
     @property
     def ok(self) -> bool:
         return self.memory.fits and not self.failures
 
+    @property
+    def gpus_total(self) -> int:
+        return self.deployment.gpus * self.deployment.nodes * self.replicas
 
-def _precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus_total // self.nodes
+
+
+def precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     if w.task == "qlora":
         return ("nf4",)
     if w.is_training:
@@ -61,39 +96,71 @@ def _precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     if t.weights not in ("any", "auto"):
         return (t.weights,)
     native = checkpoint_format(model)
-    ladder = [f for f in ("bf16", "fp8", "int4") if native in ("bf16", "fp16", "fp32") or f != "bf16"]
-    return tuple(dict.fromkeys([native if native not in ("fp32", "fp16") else "bf16", *ladder]))
+    base = "bf16" if native in ("fp32", "fp16", "bf16") else native
+    ladder = [base, "fp8"] if base in ("bf16",) else [base]
+    if t.weights == "any" or t.low_bit:
+        ladder += [f for f in LOW_BIT_FORMATS if f != base]
+    return tuple(dict.fromkeys(ladder))
 
 
-def _deployments(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[Deployment]:
+def _serving(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[tuple[Deployment, int, int]]:
+    """(one replica's deployment, replicas, nodes). An engine stays inside one machine; replicas
+    fill machines whole, and a one-GPU form factor (a laptop) is never a cluster."""
+    per_node = card.max_gpus_per_node
     offloads = ("none", "cpu") if t.allow_offload else ("none",)
-    for nodes in (TRAIN_NODES if w.is_training else (1,)):
-        for gpus in COUNTS:
-            if nodes > 1 and gpus < 8:
-                continue
+    for tp in (n for n in COUNTS if n <= per_node and model.num_heads % n == 0):
+        for replicas in (t.replicas,) if t.replicas else REPLICAS:
+            if replicas > w.concurrency:
+                break  # an engine with no user of its own
+            per_node_replicas = per_node // tp
+            nodes = -(-replicas // per_node_replicas)
+            if nodes > (1 if per_node == 1 else MAX_NODES):
+                break
             for off in offloads:
-                if w.is_training:
-                    stages = (0,) if gpus * nodes == 1 and off == "none" else (2, 3) if off == "none" else (3,)
-                    for zero in stages:
-                        if w.task == "qlora" and zero == 3:
-                            continue
-                        yield Deployment(card=card, gpus=gpus, nodes=nodes, zero=zero, offload=off)  # type: ignore[arg-type]
-                elif model.num_heads % gpus == 0:
-                    yield Deployment(card=card, gpus=gpus, offload=off)  # type: ignore[arg-type]
+                yield Deployment(card=card, gpus=tp, offload=off), replicas, nodes  # type: ignore[arg-type]
 
 
-def _target_failures(w: Workload, d: Deployment, speed: InferSpeed | TrainSpeed,
-                     cost: Cost | None, t: Targets) -> list[Text]:
+def _training(w: Workload, card: Card, t: Targets) -> Iterator[Deployment]:
+    per_node = card.max_gpus_per_node
+    offloads = ("none", "cpu") if t.allow_offload else ("none",)
+    for nodes in TRAIN_NODES:
+        for gpus in (n for n in COUNTS if n <= per_node):
+            if nodes > 1 and (gpus < per_node or per_node == 1):
+                continue  # a multi-node job uses whole machines
+            for off in offloads:
+                stages = (0,) if gpus * nodes == 1 and off == "none" else (2, 3) if off == "none" else (3,)
+                for zero in stages:
+                    if w.task == "qlora" and zero == 3:
+                        continue
+                    yield Deployment(card=card, gpus=gpus, nodes=nodes, zero=zero, offload=off)  # type: ignore[arg-type]
+
+
+def batch_splits(w: Workload, dp: int, t: Targets) -> Iterator[tuple[int, int]]:
+    """(micro-batch, accumulation) pairs: with a global batch fixed, every split of it over `dp`
+    ranks, largest micro-batch (fastest) first up to the one asked for; else the one asked for."""
+    if t.global_batch is None:
+        yield w.micro_batch, w.grad_accum
+        return
+    if t.global_batch % dp:
+        return
+    per_rank = t.global_batch // dp
+    for micro in sorted((m for m in {*MICRO_BATCHES, w.micro_batch} if m <= w.micro_batch), reverse=True):
+        if per_rank % micro == 0:
+            yield micro, per_rank // micro
+
+
+def _target_failures(c: Candidate, t: Targets) -> list[Text]:
     out: list[Text] = []
-    if cost is None and (t.budget_per_hour is not None or t.budget_per_run is not None):
-        out.append(Text("no price for this card in the provider files, so the budget cannot be checked",
-                        "价格文件中没有这张卡的报价，无法核对预算"))
+    cost, speed = c.cost, c.speed
+    # an unpriced card is not failed here: it goes to the plan's "fits, no price" list
     if cost is not None and t.budget_per_hour is not None and cost.per_hour > t.budget_per_hour:
-        out.append(Text(f"over the budget by {cost.per_hour - t.budget_per_hour:,.2f} {cost.currency}/h",
-                        f"超出预算 {cost.per_hour - t.budget_per_hour:,.2f} {cost.currency}/时"))
+        out.append(Text(f"costs {cost.per_hour:,.2f} {cost.currency}/h, over the budget of "
+                        f"{t.budget_per_hour:,.2f}",
+                        f"每小时 {cost.per_hour:,.2f} {cost.currency}，超出预算 {t.budget_per_hour:,.2f}"))
     if cost is not None and t.budget_per_run is not None and cost.per_run and cost.per_run > t.budget_per_run:
-        out.append(Text(f"the run costs {cost.per_run:,.0f} {cost.currency}, over the budget",
-                        f"整次训练 {cost.per_run:,.0f} {cost.currency}，超出预算"))
+        out.append(Text(f"the run costs {cost.per_run:,.0f} {cost.currency}, over the budget of "
+                        f"{t.budget_per_run:,.0f}",
+                        f"整次训练 {cost.per_run:,.0f} {cost.currency}，超出预算 {t.budget_per_run:,.0f}"))
     if isinstance(speed, InferSpeed):
         if t.min_throughput and speed.throughput_tokens_per_s < t.min_throughput:
             out.append(Text(f"throughput {speed.throughput_tokens_per_s:,.0f} tok/s is below {t.min_throughput:,.0f}",
@@ -102,51 +169,73 @@ def _target_failures(w: Workload, d: Deployment, speed: InferSpeed | TrainSpeed,
             out.append(Text(f"TTFT {speed.ttft_s:.2f} s is above {t.max_ttft:g} s",
                             f"首 token 延迟 {speed.ttft_s:.2f} 秒，高于 {t.max_ttft:g} 秒"))
         if t.min_tokens_per_s_per_user and speed.decode_tokens_per_s < t.min_tokens_per_s_per_user:
-            link = "PCIe" if d.card.interconnect == "none" else d.card.interconnect
-            why = f" (TP over {link})" if d.gpus > 1 else ""
+            d = c.deployment
+            why = f" (TP over {'PCIe' if not d.card.linked(d.gpus) else d.card.interconnect})" if d.gpus > 1 else ""
             out.append(Text(f"decode drops to {speed.decode_tokens_per_s:,.1f} tok/s per user{why}",
                             f"单用户解码仅 {speed.decode_tokens_per_s:,.1f} tok/s{why}"))
-    elif t.min_throughput and speed.tokens_per_s < t.min_throughput:
+    elif speed is not None and t.min_throughput and speed.tokens_per_s < t.min_throughput:
         out.append(Text(f"{speed.tokens_per_s:,.0f} training tok/s is below {t.min_throughput:,.0f}",
                         f"训练吞吐 {speed.tokens_per_s:,.0f} tok/s 低于 {t.min_throughput:,.0f}"))
     return out
 
 
-def _requirement_failures(card: Card, d: Deployment, t: Targets) -> list[Text]:
+def _requirement_failures(c: Candidate, t: Targets) -> list[Text]:
+    card, d = c.deployment.card, c.deployment
     need = set(t.require)
     if t.stage in ("stabilise", "scale"):
         need.add("ecc")
-    if t.stage == "scale" and d.gpus > 1:
-        need.add("nvlink")
     out: list[Text] = []
+    if t.stage == "scale" and c.gpus_total < 2:
+        out.append(Text("the scale stage is a multi-GPU job", "扩展阶段是多卡任务"))
+    if t.stage == "scale" and d.gpus > 1 and not card.linked(d.gpus):
+        need.add("nvlink")
     if "ecc" in need and not card.ecc:
         out.append(Text("no ECC memory (needed for long runs and production)", "无 ECC 显存（长时间训练与生产需要）"))
-    if "nvlink" in need and not card.has_nvlink:
-        out.append(Text("no NVLink between GPUs", "卡间无 NVLink"))
+    if "nvlink" in need and d.gpus > 1 and not card.linked(d.gpus):
+        link = Text(f"NVLink joins only {card.interconnect_max_gpus} of the {d.gpus} GPUs",
+                    f"NVLink 只连通 {d.gpus} 张卡中的 {card.interconnect_max_gpus} 张") \
+            if card.interconnect != "none" else Text("no NVLink between GPUs", "卡间无 NVLink")
+        out.append(link)
     return out
 
 
-def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: CostOptions) -> Candidate:
-    """Memory, speed, cost and every unmet target of one configuration."""
-    mem = estimate_memory(model, w, d)
+def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: CostOptions,
+             replicas: int = 1, nodes: int = 1) -> Candidate:
+    """Memory, speed, cost and every unmet target of one configuration. Raises GpuwiseError for
+    what `estimate` refuses too (the same `check_valid`)."""
+    check_valid(model, w, d)
+    users = w.concurrency
+    w1 = per_replica(w, replicas) if not w.is_training else w
+    mem = estimate_memory(model, w1, d)
+    base = Candidate(w1, d, mem, replicas=replicas, users=users, nodes=nodes if not w.is_training else d.nodes)
     if not mem.fits:
-        return Candidate(w, d, mem, failures=(Text(
-            f"does not fit by {(mem.breakdown.required - mem.usable) / GiB:,.1f} GiB per GPU",
-            f"每卡还差 {(mem.breakdown.required - mem.usable) / GiB:,.1f} GiB 放不下"),))
-    speed = speed_of(model, w, d, mem, inter_node_gbps=opts.inter_node_gbps)
-    cost = cost_of(d, speed, opts)
-    failures = _requirement_failures(d.card, d, t) + _target_failures(w, d, speed, cost, t)
-    return Candidate(w, d, mem, speed, cost, tuple(failures))
+        short = (mem.breakdown.required - mem.usable) / GiB
+        return dataclasses.replace(base, failures=(Text(f"does not fit by {short:,.1f} GiB per GPU",
+                                                         f"每卡还差 {short:,.1f} GiB 放不下"),))
+    speed = scale_out(speed_of(model, w1, d, mem, inter_node_gbps=opts.inter_node_gbps), replicas)
+    c = dataclasses.replace(base, speed=speed, cost=cost_of(d, speed, opts, replicas))
+    return dataclasses.replace(c, failures=tuple(_requirement_failures(c, t) + _target_failures(c, t)))
+
+
+def _configurations(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[tuple[Workload, Deployment, int, int]]:
+    for fmt in precisions(model, w, t):
+        for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
+            w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)  # type: ignore[arg-type]
+            if not w.is_training:
+                for d, replicas, nodes in _serving(model, w2, card, t):
+                    yield w2, d, replicas, nodes
+                continue
+            for d in _training(w2, card, t):
+                dp = d.gpus * d.nodes // ((d.tp or 1) * d.pp)
+                for micro, accum in batch_splits(w2, dp, t):
+                    yield dataclasses.replace(w2, micro_batch=micro, grad_accum=accum), d, 1, d.nodes
 
 
 def candidates(model: ModelArch, w: Workload, cards: list[Card], t: Targets,
                opts: CostOptions) -> Iterator[Candidate]:
     for card in cards:
-        for fmt in _precisions(model, w, t):
-            for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
-                w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)  # type: ignore[arg-type]
-                for d in _deployments(model, w2, card, t):
-                    try:
-                        yield evaluate(model, w2, d, t, opts)
-                    except GpuwiseError:
-                        continue  # a combination the engine refuses (e.g. FP8 weights without FP8 cores)
+        for w2, d, replicas, nodes in _configurations(model, w, card, t):
+            try:
+                yield evaluate(model, w2, d, t, opts, replicas, nodes)
+            except GpuwiseError:
+                continue  # refused by check_valid, as `estimate` would refuse it
