@@ -174,3 +174,26 @@ def test_cli_lists_price_rows_for_one_card() -> None:
 def test_cli_unknown_provider_exits_2_without_traceback() -> None:
     result = _run("prices", "--provider", "autodI", "--lang", "en")
     assert result.exit_code == 2 and "autodl" in result.output and "Traceback" not in result.output
+
+
+def test_two_regions_of_one_provider_both_survive_and_the_cheapest_is_quoted(tmp_path: Path) -> None:
+    row = ('[[price]]\nprovider = "aws"\ncard = "l4"\ncurrency = "USD"\nbilling = "hourly"\n'
+           'unit = "gpu_hour"\nlow = {p}\nhigh = {p}\nas_of = "2026-11"\nsource = "s"\nregion = "{r}"\n')
+    path = tmp_path / "prices.toml"
+    path.write_text(row.format(p=0.9, r="us-west-2") + row.format(p=0.8, r="us-east-1"), encoding="utf-8")
+    offers = load_prices([path])
+    assert {o.region for o in offers if o.provider == "aws"} == {"us-west-2", "us-east-1"}
+    cheapest = price_per_gpu_hour("l4", provider="aws", offers=offers)
+    assert cheapest is not None and (cheapest.region, cheapest.mid) == ("us-east-1", 0.8)
+    west = price_per_gpu_hour("l4", provider="aws", offers=offers, region="us-west-2")
+    assert west is not None and west.mid == 0.9
+
+
+def test_a_price_dated_to_a_month_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text('[[price]]\nprovider = "x"\ncard = "l4"\ncurrency = "USD"\nbilling = "hourly"\n'
+                    'unit = "gpu_hour"\nlow = 1\nhigh = 1\nas_of = "2026-13"\nsource = "s"\n',
+                    encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_prices([path])
+    assert "as_of" in err.value.message.en

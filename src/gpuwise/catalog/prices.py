@@ -1,14 +1,15 @@
 """GPU rental prices per provider, dated, with user overrides. Schema: docs/data-schema.md.
 
 Shipped rows live in src/gpuwise/data/prices/*.toml; `$GPUWISE_CONFIG_DIR/prices*.toml` and
-any extra files come after, and a row with the same (provider, card, billing) key wins.
+any extra files come after, and a row with the same (provider, card, billing, region) key wins.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from gpuwise.catalog._datafile import (
     read_toml,
     table_rows,
 )
-from gpuwise.errors import unknown_name
+from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Text
 
 Billing = Literal["hourly", "daily", "weekly", "monthly", "spot"]
@@ -36,6 +37,9 @@ HOURS_PER_UNIT: dict[str, float] = {"gpu_hour": 1, "gpu_day": 24, "gpu_week": 16
 REFERENCE_PROVIDER = "china-ref-2026"
 SHIPPED_PRICES_DIR = Path(__file__).resolve().parent.parent / "data" / "prices"
 PROVIDER = Text("price provider", "价格来源")
+# A price older than this many days is flagged as stale: rental prices in China move monthly,
+# and the shipped reference is dated to the year only (its age counts from 1 January).
+STALE_PRICE_DAYS = 180
 
 PRICE_FIELDS: dict[str, FieldSpec] = {
     "provider": FieldSpec("str", required=True),
@@ -47,6 +51,7 @@ PRICE_FIELDS: dict[str, FieldSpec] = {
     "high": FieldSpec("float", required=True),
     "as_of": FieldSpec("str", required=True),
     "source": FieldSpec("str", required=True),
+    "region": FieldSpec("str"),
     "note": FieldSpec("str"),
 }
 
@@ -66,10 +71,11 @@ class PriceOffer:
     source: str
     note: str = ""
     origin: str = ""  # the file this row came from
+    region: str = ""  # "" = the provider as a whole (no region named)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.provider, self.card, self.billing)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.provider, self.card, self.billing, self.region)
 
     @property
     def mid(self) -> float:
@@ -78,6 +84,10 @@ class PriceOffer:
     @property
     def hours_per_unit(self) -> float:
         return HOURS_PER_UNIT[self.unit]
+
+    def age_days(self, today: datetime.date) -> int:
+        """Days since `as_of` (the oldest reading of a partial date); see `price_age_days`."""
+        return price_age_days(self.as_of, today)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,16 +109,46 @@ class PriceQuote:
     unit: Unit
     hours_per_unit: float
     note: str = ""
+    region: str = ""
 
     @classmethod
     def from_offer(cls, offer: PriceOffer) -> PriceQuote:
         hours = offer.hours_per_unit
         return cls(offer.card, offer.provider, offer.billing, offer.currency,
                    offer.low / hours, offer.mid / hours, offer.high / hours,
-                   offer.as_of, offer.source, offer.unit, hours, offer.note)
+                   offer.as_of, offer.source, offer.unit, hours, offer.note, offer.region)
+
+    def age_days(self, today: datetime.date) -> int:
+        """Days since `as_of` (the oldest reading of a partial date); see `price_age_days`."""
+        return price_age_days(self.as_of, today)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "per": "gpu_hour"}
+
+
+def as_of_date(as_of: str) -> datetime.date | None:
+    """The first day an `as_of` (YYYY, YYYY-MM or YYYY-MM-DD) can mean; None when it is not one."""
+    if not is_as_of(as_of):
+        return None
+    parts = [int(p) for p in as_of.split("-")] + [1, 1]
+    try:
+        return datetime.date(parts[0], parts[1], parts[2])
+    except ValueError:  # 2026-13, 2026-02-30
+        return None
+
+
+def price_age_days(as_of: str, today: datetime.date) -> int:
+    """Whole days from `as_of` to `today`; negative when `as_of` is after `today`.
+
+    A partial date counts from the first day of its period, i.e. the oldest it could be:
+    "2026" is read as 2026-01-01 and "2026-03" as 2026-03-01. `today` is the caller's, so
+    the function stays pure.
+    """
+    start = as_of_date(as_of)
+    if start is None:
+        raise InputError(Text(f"as_of must be a date YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}.",
+                              f"as_of 应为日期 YYYY、YYYY-MM 或 YYYY-MM-DD，实际为 {as_of!r}。"))
+    return (today - start).days
 
 
 def user_price_files() -> list[Path]:
@@ -148,7 +188,7 @@ def _offer_from_row(row: Any, i: int, path: Path) -> PriceOffer:
     if values["low"] > values["high"]:
         raise data_error(path, where, f"low ({values['low']}) is above high ({values['high']}).",
                          f"low（{values['low']}）大于 high（{values['high']}）。")
-    if not is_as_of(values["as_of"]):
+    if as_of_date(values["as_of"]) is None:
         raise data_error(path, where, f"as_of must be YYYY, YYYY-MM or YYYY-MM-DD, got "
                          f"{values['as_of']!r}.", f"as_of 应为 YYYY、YYYY-MM 或 YYYY-MM-DD，"
                          f"实际为 {values['as_of']!r}。")
@@ -159,6 +199,39 @@ def _offer_from_row(row: Any, i: int, path: Path) -> PriceOffer:
     return PriceOffer(**values, origin=str(path))
 
 
+# ------------------------------------------------------------------ writing
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # not allowed raw in TOML strings or comments
+
+
+def toml_string(value: str) -> str:
+    """A TOML basic string: quotes and backslashes escaped, every control character as \\uXXXX."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:  # TOML forbids raw control characters in strings
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\u{code:04X}"))
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
+def prices_toml(offers: Iterable[PriceOffer], comments: Sequence[str] = ()) -> str:
+    """A prices file (docs/data-schema.md) that `load_prices` reads back to the same offers."""
+    lines = [f"# {_CONTROL.sub(' ', c)}" for c in comments] + ["", "schema_version = 1"]
+    for offer in offers:
+        lines += ["", "[[price]]"]
+        for name, spec in PRICE_FIELDS.items():
+            value = getattr(offer, name)
+            if isinstance(value, float):
+                lines.append(f"{name} = {value!r}")
+            elif value != "" or spec.required:
+                lines.append(f"{name} = {toml_string(value)}")
+    return "\n".join(lines) + "\n"
+
+
 def providers(offers: Sequence[PriceOffer] | None = None) -> list[str]:
     """Provider ids that have at least one price row."""
     rows = offers if offers is not None else load_prices()
@@ -166,11 +239,13 @@ def providers(offers: Sequence[PriceOffer] | None = None) -> list[str]:
 
 
 def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str = "hourly",
-                       offers: Sequence[PriceOffer] | None = None) -> PriceQuote | None:
+                       offers: Sequence[PriceOffer] | None = None,
+                       region: str | None = None) -> PriceQuote | None:
     """The price of one GPU-hour of `card_id`, or None when no row has it.
 
     With no provider: the China reference ranges when they list the card, else the cheapest
-    CNY offer, else the cheapest offer in any currency.
+    CNY offer, else the cheapest offer in any currency. Several regions of one provider: the
+    cheapest, unless `region` names one.
     """
     rows = list(offers) if offers is not None else load_prices()
     if billing not in BILLINGS:
@@ -178,7 +253,8 @@ def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str =
     if provider is not None and provider not in {o.provider for o in rows}:
         raise unknown_name(PROVIDER, provider, providers(rows), "gpuwise prices")
     found = [o for o in rows if o.card == card_id and o.billing == billing
-             and (provider is None or o.provider == provider)]
+             and (provider is None or o.provider == provider)
+             and (region is None or o.region == region)]
     if not found:
         return None
     chosen = next((o for o in found if o.provider == REFERENCE_PROVIDER), None) \
@@ -189,11 +265,17 @@ def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str =
 __all__ = [
     "BILLINGS",
     "HOURS_PER_UNIT",
+    "PRICE_FIELDS",
     "REFERENCE_PROVIDER",
+    "STALE_PRICE_DAYS",
     "PriceOffer",
     "PriceQuote",
+    "as_of_date",
     "load_prices",
+    "price_age_days",
     "price_per_gpu_hour",
+    "prices_toml",
     "providers",
+    "toml_string",
     "user_price_files",
 ]

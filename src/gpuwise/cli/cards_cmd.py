@@ -1,13 +1,16 @@
-"""`gpuwise cards` (the card catalog) and `gpuwise prices` (rental price rows)."""
+"""`gpuwise cards` (the card catalog), `gpuwise prices` (rental price rows) and `prices import`."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup
 
+from gpuwise.catalog._datafile import config_dir
 from gpuwise.catalog.card_schema import CARD_FIELDS
 from gpuwise.catalog.cards import Card, ResolvedCard, filter_cards, load_cards, resolve_card
 from gpuwise.catalog.prices import (
@@ -15,10 +18,12 @@ from gpuwise.catalog.prices import (
     PriceQuote,
     load_prices,
     price_per_gpu_hour,
+    prices_toml,
     providers,
 )
+from gpuwise.catalog.prices_import import FORMATS, PriceImport, import_prices
 from gpuwise.cli.common import JsonOpt, LangOpt, run_command
-from gpuwise.errors import unknown_name
+from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Lang, Text
 
 SCHEMA_VERSION = 1
@@ -52,9 +57,49 @@ class CardDetail:
         return {"schema_version": SCHEMA_VERSION, **self.resolved.to_dict()}
 
 
+@dataclass(frozen=True)
+class ImportReport:
+    result: PriceImport
+    written: str
+    in_config_dir: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.result.to_dict(), "written": self.written}
+
+
+class _PricesGroup(TyperGroup):
+    """`gpuwise prices [CARD] [OPTIONS]` lists; `gpuwise prices import FILE` imports.
+
+    A Click group gives its optional CARD argument the first word, a subcommand's name
+    included, and stops reading options after it. So: a first word naming a subcommand leaves
+    CARD empty; any other first word lets options follow CARD, as before the group existed.
+    """
+
+    # ctx is Any: typer >= 0.29 vendors Click (its own Context class), older typer uses Click's.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            ctx.allow_interspersed_args = True
+            return super().parse_args(ctx, args)
+        own = self.params
+        self.params = [p for p in own if not isinstance(p, TyperArgument)]
+        try:
+            rest = super().parse_args(ctx, args)
+        finally:
+            self.params = own
+        for param in own:
+            if isinstance(param, TyperArgument) and param.name:
+                ctx.params.setdefault(param.name, None)
+        return rest
+
+
 def register(app: typer.Typer) -> None:
     app.command("cards", help="List GPU cards or show one in full. 列出显卡规格或查看单卡详情。")(cards)
-    app.command("prices", help="List rental price rows. 列出租用价格。")(prices)
+    group = typer.Typer(cls=_PricesGroup, add_completion=False)
+    group.callback(invoke_without_command=True)(prices)
+    group.command("import", help="Import prices from a SkyPilot, gpuhunt or plain CSV file. "
+                  "从 SkyPilot、gpuhunt 或普通 CSV 导入价格。")(prices_import)
+    app.add_typer(group, name="prices", help="List rental price rows; `prices import FILE` adds "
+                  "your own. 列出租用价格；`prices import FILE` 导入价格。")
 
 
 def cards(
@@ -88,6 +133,7 @@ def cards(
 
 
 def prices(
+    ctx: typer.Context,
     card: NameArg = None,
     provider: Annotated[str | None, typer.Option(
         "--provider", help="Only this provider. 仅显示该来源。")] = None,
@@ -97,6 +143,8 @@ def prices(
     lang: LangOpt = None,
 ) -> None:
     """List the price rows (shipped references and your own files), per card and provider."""
+    if ctx.invoked_subcommand is not None:
+        return
 
     def compute() -> dict[str, Any]:
         offers = load_prices(prices_files or ())
@@ -109,6 +157,77 @@ def prices(
         return {"schema_version": SCHEMA_VERSION, "prices": [o.to_dict() for o in rows]}
 
     run_command(json_out, lang, compute, _render_prices)
+
+
+def prices_import(
+    file: Annotated[Path, typer.Argument(
+        help="CSV file: SkyPilot vms.csv, gpuhunt catalog or plain CSV. 要导入的 CSV 文件。")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help=f"{', '.join(FORMATS)} (default: from the header). 文件格式。")] = "auto",
+    provider: Annotated[str | None, typer.Option(
+        "--provider", help="Provider id for SkyPilot/gpuhunt rows, e.g. aws. 价格来源名称。")] = None,
+    currency: Annotated[str | None, typer.Option(
+        "--currency", help="Currency (SkyPilot/gpuhunt: USD; plain CSV default: CNY). 货币。")] = None,
+    as_of: Annotated[str | None, typer.Option(
+        "--as-of", help="Date of the prices, YYYY-MM-DD (default: the file's date). 价格日期。")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="TOML file to write (default: $GPUWISE_CONFIG_DIR/prices-<provider>.toml). "
+        "输出文件。")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace the output file if it exists. 覆盖已有文件。")] = False,
+    card_map: Annotated[list[str] | None, typer.Option(
+        "--map", help="NAME=CARD: price the file's NAME as this card, e.g. H100=h100-pcie; "
+        "repeatable. 指定名称对应的显卡。")] = None,
+    cards_files: CardsOpt = None,
+    json_out: JsonOpt = False,
+    lang: LangOpt = None,
+) -> None:
+    """Read a price catalog, map its GPUs to catalog cards and write a prices TOML file."""
+
+    def compute() -> ImportReport:
+        result = import_prices(file, fmt=fmt, provider=provider, currency=currency, as_of=as_of,
+                               card_map=card_map or (), catalog=load_cards(cards_files or ()))
+        if not result.offers:
+            reasons = "; ".join(dict.fromkeys(s.reason.en for s in result.skipped[:20])) or "no GPU rows"
+            reasons_zh = "；".join(dict.fromkeys(s.reason.zh for s in result.skipped[:20])) or "没有 GPU 行"
+            raise InputError(Text(f"No price row could be imported from {file}: {reasons}",
+                                  f"{file} 中没有可导入的价格行：{reasons_zh}"))
+        target = out or config_dir() / f"prices-{_slug(provider or _one_provider(result))}.toml"
+        _write_new(target, prices_toml(result.offers, _comments(result)), force=force)
+        return ImportReport(result, str(target), target.parent.resolve() == config_dir().resolve())
+
+    run_command(json_out, lang, compute, _render_import)
+
+
+def _one_provider(result: PriceImport) -> str:
+    names = {o.provider for o in result.offers}
+    return names.pop() if len(names) == 1 else "imported"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "imported"
+
+
+def _comments(result: PriceImport) -> list[str]:
+    dated = {"flag": f"dated {result.as_of} (--as-of)",
+             "file-mtime": f"dated {result.as_of}, the file's modification date",
+             "rows": "dated by each row's as_of"}[result.as_of_from]
+    return [f"Imported by `gpuwise prices import` from {result.file} ({result.format} format), {dated}.",
+            ("Schema: docs/data-schema.md. Rows with the same provider, card, billing and region "
+             "were merged, keeping the cheapest.")]
+
+
+def _write_new(path: Path, text: str, *, force: bool) -> None:
+    if path.exists() and not force:
+        raise InputError(Text(f"{path} already exists.", f"{path} 已存在。"),
+                         hint=Text("Pass --force to replace it, or --out to write elsewhere.",
+                                   "加 --force 覆盖，或用 --out 写到别处。"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(Text(f"Cannot write {path}: {exc.strerror or exc}.",
+                              f"无法写入 {path}：{exc.strerror or exc}。")) from exc
 
 
 # ------------------------------------------------------------------ rendering
@@ -246,7 +365,8 @@ def _render_prices(result: dict[str, Any], lang: Lang) -> None:
     for row in result["prices"]:
         offer = PriceOffer(**row)
         price = f"{offer.low:g}" if offer.low == offer.high else f"{offer.low:g}–{offer.high:g}"
-        table.add_row(*(_esc(v) for v in (offer.provider, offer.card, offer.billing,
+        where = f"{offer.provider} ({offer.region})" if offer.region else offer.provider
+        table.add_row(*(_esc(v) for v in (where, offer.card, offer.billing,
                                           f"{price} {offer.currency}", offer.unit, offer.as_of,
                                           offer.note)))
     console = _console()
@@ -255,3 +375,56 @@ def _render_prices(result: dict[str, Any], lang: Lang) -> None:
                        "~/.config/gpuwise/prices.toml (docs/data-schema.md).",
                        "以上为参考值而非报价：可把实际价格写入 ~/.config/gpuwise/prices.toml"
                        "（格式见 docs/data-schema.md）。").render(lang), markup=False)
+
+
+def _render_import(report: ImportReport, lang: Lang) -> None:
+    from rich.table import Table
+
+    result, console = report.result, _console()
+    table = Table(header_style="bold")
+    for head in (Text("card", "显卡"), Text("rows imported", "导入行数")):
+        table.add_column(head.render(lang))
+    for card, count in result.per_card().items():
+        table.add_row(_esc(card), str(count))
+    console.print(table)
+    dated = {"flag": Text(f"Dated {result.as_of} (from --as-of).", f"日期 {result.as_of}（来自 --as-of）。"),
+             "file-mtime": Text(f"Dated {result.as_of}: the file's modification date (pass --as-of "
+                                "to set it).", f"日期 {result.as_of}：取自文件修改时间（可用 --as-of 指定）。"),
+             "rows": Text("Dated by each row's as_of.", "日期取自每行的 as_of。")}[result.as_of_from]
+    lines = [Text(f"{len(result.offers)} price rows from {result.file} ({result.format}).",
+                  f"从 {result.file}（{result.format}）导入 {len(result.offers)} 行价格。"), dated]
+    if result.merged:
+        lines.append(Text(f"{result.merged} dearer duplicate rows merged (same provider, card, billing, "
+                          "region: the cheapest is kept).",
+                          f"合并了 {result.merged} 行较贵的重复行（来源、显卡、计费、地区相同时保留最便宜的）。"))
+    if result.no_accelerator:
+        lines.append(Text(f"{result.no_accelerator} rows without a GPU skipped.",
+                          f"跳过 {result.no_accelerator} 行无 GPU 的实例。"))
+    lines += [a.text for a in result.assumptions]
+    for line in lines:
+        console.print(line.render(lang), markup=False)
+    _render_skipped(result, lang)
+    where = (Text("gpuwise reads it from now on (it is in your config folder).",
+                  "它位于配置目录，gpuwise 会自动读取。") if report.in_config_dir
+             else Text("Pass --prices with this path to use it.", "使用时请加 --prices 指定该路径。"))
+    console.print(Text(f"Wrote {report.written}. ", f"已写入 {report.written}。").render(lang)
+                  + where.render(lang), markup=False)
+
+
+def _render_skipped(result: PriceImport, lang: Lang) -> None:
+    if not result.skipped:
+        return
+    by_reason: dict[str, list[int]] = {}
+    for row in result.skipped:
+        by_reason.setdefault(row.reason.render(lang), []).append(row.line)
+    console = _console()
+    console.print(Text(f"{len(result.skipped)} rows skipped:", f"跳过 {len(result.skipped)} 行：").render(lang),
+                  style="yellow", markup=False)
+    for reason, lines in by_reason.items():
+        shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
+        console.print(f"  - {reason} " + Text(f"(line {shown})", f"（第 {shown} 行）").render(lang),
+                      markup=False)
+    if any(row.candidates for row in result.skipped):
+        console.print(Text("  To choose the card for a name, pass --map NAME=CARD (e.g. --map H100=h100-sxm).",
+                           "  如需指定名称对应的显卡，请加 --map NAME=CARD（如 --map H100=h100-sxm）。").render(lang),
+                      markup=False)
