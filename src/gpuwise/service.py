@@ -42,6 +42,9 @@ class EstimateRequest:
     margin: bool = False
     seq_len: int = 2048
     micro_batch: int = 1
+    grad_accum: int = 1
+    replicas: int = 1
+    prices_file: str | None = None
     optimizer: str = "adamw"
     grad_ckpt: str = "none"
     flash_attention: bool = True
@@ -81,7 +84,8 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
     w = Workload(task=req.task, weights=req.weights, kv_dtype=req.kv_dtype,  # type: ignore[arg-type]
                  context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
                  max_num_batched_tokens=req.max_num_batched_tokens, seq_len=req.seq_len,
-                 micro_batch=req.micro_batch, optimizer=req.optimizer,  # type: ignore[arg-type]
+                 micro_batch=req.micro_batch, grad_accum=req.grad_accum,
+                 optimizer=req.optimizer,  # type: ignore[arg-type]
                  grad_ckpt=req.grad_ckpt, flash_attention=req.flash_attention,  # type: ignore[arg-type]
                  lora_rank=req.lora_rank, lora_targets=targets)
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp, engine=req.engine,  # type: ignore[arg-type]
@@ -100,10 +104,14 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
         from gpuwise.verify.calibration import load_calibration
 
         calibration = load_calibration(Path(req.calibration))
+    if not 1 <= req.replicas <= 1024:
+        raise InputError(Text(f"--replicas must be between 1 and 1,024; got {req.replicas}.",
+                              f"--replicas 必须在 1 到 1,024 之间，实际为 {req.replicas}。"))
+    offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
-                       inter_node_gbps=req.inter_node_gbps)
+                       inter_node_gbps=req.inter_node_gbps, offers=offers)
     return estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
-                    calibration=calibration), note
+                    calibration=calibration, replicas=req.replicas), note
 
 
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,28 @@ class Estimate:
         out["calibrated"] = self.calibrated
         if d.margin and not w.is_training:
             out["margin"] = _margin(self)
+        if w.is_training:
+            out["limits"] = training_limits(self.model, w, d)
         return out
+
+
+def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest n in [low, high] with fits(n), for a fits() that only turns false as n grows."""
+    if not fits(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return low
+
+
+def training_limits(model: ModelArch, w: Workload, d: Deployment) -> dict[str, int | None]:
+    """The largest micro-batch at this sequence length, and the longest sequence at this
+    micro-batch, that fit (memory only grows with either; a dozen estimates each)."""
+    def fits(**change: int) -> bool:
+        return estimate_memory(model, dataclasses.replace(w, **change), d).fits  # type: ignore[arg-type]
+    return {"max_micro_batch": _largest(lambda n: fits(micro_batch=n), 1, 4096),
+            "max_seq_len": _largest(lambda n: fits(seq_len=n), 128, max(128, model.max_context))}
 
 
 def _margin(e: Estimate) -> dict[str, Any]:

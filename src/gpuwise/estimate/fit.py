@@ -24,8 +24,10 @@ def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResu
     if w.kv_dtype not in ("fp8", "int8", "q4_0", "q8_0"):
         yield Text("use an FP8 KV cache (--kv-dtype fp8)", "KV 缓存改用 FP8（--kv-dtype fp8）"), \
             rep(w, kv_dtype="fp8"), d
+    if w.weights.startswith("gguf") or d.engine == "llamacpp" or d.card.max_gpus_per_node == 1:
+        yield from _llamacpp_changes(model, w, d)  # one card that cannot be joined by another
     for gpus in (2, 4, 8):
-        if gpus > d.gpus and model.num_heads % gpus == 0:
+        if d.gpus < gpus <= d.card.max_gpus_per_node and model.num_heads % gpus == 0:
             yield Text(f"use {gpus} GPUs with tensor parallel (--gpus {gpus})",
                        f"用 {gpus} 张卡做张量并行（--gpus {gpus}）"), w, rep(d, gpus=gpus, tp=0)
     cap = mem.capacity
@@ -42,6 +44,25 @@ def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResu
                    "把部分权重卸载到内存（--offload cpu；每步经 PCIe 传输，较慢）"), w, rep(d, offload="cpu")
 
 
+def _llamacpp_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
+    """llama.cpp on one card: a smaller GGUF type, or some layers on the CPU (-ngl)."""
+    rep = dataclasses.replace
+    for quant in ("gguf:Q4_K_M", "gguf:Q3_K_M"):
+        if w.weights != quant:
+            yield Text(f"use a smaller GGUF quant (--weights {quant}; see its quality cost)",
+                       f"换用更小的 GGUF 量化（--weights {quant}；注意质量代价）"), \
+                rep(w, weights=quant), rep(d, engine="llamacpp")
+    gguf = w.weights if w.weights.startswith("gguf") else "gguf:Q4_K_M"
+    for share in (3, 2):  # keep 3/4, then 1/2 of the layers on the GPU
+        layers = model.num_layers * share // 4
+        yield Text(f"run {model.num_layers - layers} of {model.num_layers} layers on the CPU with llama.cpp "
+                   f"(--engine llamacpp --weights {gguf} --gpu-layers {layers}; slower: those layers run "
+                   "at host memory speed)",
+                   f"用 llama.cpp 把 {model.num_layers} 层中的 {model.num_layers - layers} 层放到 CPU 上"
+                   f"（--engine llamacpp --weights {gguf} --gpu-layers {layers}；这些层以内存带宽运行，较慢）"), \
+            rep(w, weights=gguf), rep(d, engine="llamacpp", gpu_layers=layers)
+
+
 def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
     rep = dataclasses.replace
     if w.grad_ckpt != "full":
@@ -54,7 +75,7 @@ def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Cha
         yield Text("use 8-bit AdamW (--optimizer adamw8bit)", "改用 8-bit AdamW（--optimizer adamw8bit）"), \
             rep(w, optimizer="adamw8bit"), d
     for gpus in (2, 4, 8):
-        if gpus > d.gpus and w.task != "qlora":
+        if d.gpus < gpus <= d.card.max_gpus_per_node and w.task != "qlora":
             yield Text(f"shard with ZeRO-3 / FSDP over {gpus} GPUs (--gpus {gpus} --zero 3)",
                        f"用 ZeRO-3 / FSDP 切分到 {gpus} 张卡（--gpus {gpus} --zero 3）"), w, rep(d, gpus=gpus, zero=3)
     if w.task in ("full", "pretrain"):

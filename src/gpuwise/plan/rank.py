@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
-from gpuwise.estimate.api import CostOptions
+from gpuwise.estimate.api import CostOptions, estimate_memory
+from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
@@ -174,7 +175,8 @@ def _row(c: Candidate, reasons: list[Text]) -> WhyNot:
     return WhyNot(c.deployment.card.id, c.gpus_total, c.workload.weights, tuple(reasons))
 
 
-def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective) -> WhyNot:
+def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective,
+            model: ModelArch | None = None) -> WhyNot:
     """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first)."""
     passing = [c for c in tried if c.ok]
     if passing:
@@ -192,9 +194,12 @@ def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: O
     closest = min(tried, key=lambda c: c.memory.breakdown.required - c.memory.usable)
     short = (closest.memory.breakdown.required - closest.memory.usable) / GiB
     n = closest.gpus_total
-    return _row(closest, [Text(f"does not fit even on {n} GPUs at {closest.workload.weights}: "
+    fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, estimate_memory,
+                          limit=2) if model is not None else ()
+    return _row(closest, [Text(f"does not fit even on {n} GPU(s) at {closest.workload.weights}: "
                                f"short by {short:,.1f} GiB per GPU",
-                               f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB")])
+                               f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB"),
+                          *(Text("it would fit if you " + f.en, "若" + f.zh + "则可放下") for f in fixes)])
 
 
 def _unpriced(tried: list[Candidate]) -> WhyNot:
@@ -253,7 +258,7 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     shown = {c.deployment.card.id for c in plans}
     unpriced_ids = {c.deployment.card.id for c in heads if obj.value(c) is None}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
-    rejected += [why_not(card, by_card[card.id], winner, obj) for card in searched
+    rejected += [why_not(card, by_card[card.id], winner, obj, model) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
     unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
     reasons = [deciding_reason(c, obj, i, t) for i, c in enumerate(plans)]
