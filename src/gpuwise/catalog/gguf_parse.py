@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 GGUF_MAGIC = b"GGUF"
 _VERSIONS = (2, 3)  # v1 (2023) used 32-bit counts; llama.cpp dropped it
@@ -58,6 +59,11 @@ class GGUFHeader:
     version: int
     fields: dict[str, Any]
     tensors: tuple[GGUFTensor, ...]
+
+
+def _shown(text: str) -> str:
+    """A key or tensor name as an error message shows it: one printable line (no terminal escapes)."""
+    return clean_text(text, 80)
 
 
 def _bad(path: Path, what_en: str, what_zh: str) -> DataError:
@@ -178,7 +184,8 @@ def _fields(cur: _Cursor, n: int) -> dict[str, Any]:
         if key is None:
             raise _bad(cur.path, "a metadata key is longer than 65535 bytes", "元数据键超过 65535 字节")
         if key in fields:
-            raise _bad(cur.path, f"metadata key '{key}' appears twice", f"元数据键“{key}”出现两次")
+            shown = _shown(key)
+            raise _bad(cur.path, f"metadata key '{shown}' appears twice", f"元数据键“{shown}”出现两次")
         fields[key] = _value(cur, cur.u32("value type"), 0)
     return fields
 
@@ -187,19 +194,20 @@ def _tensor_infos(cur: _Cursor, n: int, sizes: dict[int, tuple[int, int]]) -> li
     infos: list[tuple[GGUFTensor, int]] = []
     for _ in range(n):
         name = cur.string("tensor name", _MAX_KEY_BYTES) or "?"
+        shown = _shown(name)
         n_dims = cur.u32("tensor rank")
         if not 1 <= n_dims <= _MAX_DIMS:
-            raise _bad(cur.path, f"tensor '{name}' has {n_dims} dimensions", f"张量“{name}”有 {n_dims} 维")
+            raise _bad(cur.path, f"tensor '{shown}' has {n_dims} dimensions", f"张量“{shown}”有 {n_dims} 维")
         shape = tuple(cur.u64("tensor shape") for _ in range(n_dims))
         type_id = cur.u32("tensor type")
         offset = cur.u64("tensor offset")
         if type_id not in sizes:
-            raise _bad(cur.path, f"tensor '{name}' has unknown ggml type {type_id}",
-                       f"张量“{name}”的 ggml 类型 {type_id} 未知")
+            raise _bad(cur.path, f"tensor '{shown}' has unknown ggml type {type_id}",
+                       f"张量“{shown}”的 ggml 类型 {type_id} 未知")
         block, type_bytes = sizes[type_id]
         if shape[0] % block:
-            raise _bad(cur.path, f"tensor '{name}' row of {shape[0]} is not a multiple of its block {block}",
-                       f"张量“{name}”的行长 {shape[0]} 不是块大小 {block} 的整数倍")
+            raise _bad(cur.path, f"tensor '{shown}' row of {shape[0]} is not a multiple of its block {block}",
+                       f"张量“{shown}”的行长 {shape[0]} 不是块大小 {block} 的整数倍")
         elements = 1
         for dim in shape:
             elements *= dim
@@ -236,10 +244,11 @@ def _parse(cur: _Cursor, sizes: dict[int, tuple[int, int]]) -> GGUFHeader:
     data_start = -(-cur.pos // align) * align
     seen: set[str] = set()
     for tensor, offset in infos:
+        shown = _shown(tensor.name)
         if tensor.name in seen:
-            raise _bad(cur.path, f"tensor '{tensor.name}' appears twice", f"张量“{tensor.name}”出现两次")
+            raise _bad(cur.path, f"tensor '{shown}' appears twice", f"张量“{shown}”出现两次")
         seen.add(tensor.name)
         if data_start + offset + tensor.n_bytes > len(cur.buf):
-            raise _bad(cur.path, f"tensor '{tensor.name}' ends past the end of the file (truncated download?)",
-                       f"张量“{tensor.name}”超出文件末尾（下载不完整？）")
+            raise _bad(cur.path, f"tensor '{shown}' ends past the end of the file (truncated download?)",
+                       f"张量“{shown}”超出文件末尾（下载不完整？）")
     return GGUFHeader(cur.path, version, fields, tuple(t for t, _ in infos))

@@ -18,6 +18,7 @@ from gpuwise.catalog.gguf_parse import GGUFArray, GGUFHeader, GGUFTensor, read_g
 from gpuwise.catalog.hf_config import arch_from_config
 from gpuwise.errors import DataError, GpuwiseError
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 _TABLE = Path(__file__).resolve().parent.parent / "data" / "gguf_types.toml"
 _SPLIT = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -168,6 +169,14 @@ def _first_split(path: Path, sizes: dict[int, tuple[int, int]]) -> GGUFHeader:
     return header
 
 
+def _model_name(header: GGUFHeader) -> str:
+    """`general.name`, cleaned to one printable line (whoever wrote the file chose it), else the
+    file name; the name ends up in comments and scripts that gpuwise exports."""
+    general_name = header.fields.get("general.name")
+    name = clean_text(general_name) if isinstance(general_name, str) else ""
+    return name or clean_text(header.path.stem) or "gguf-model"
+
+
 def arch_from_gguf(path: Path) -> ModelArch:
     """The architecture, exact stored bytes and average bits per weight of a GGUF model file."""
     sizes, ftype_names = _ggml_tables()
@@ -176,8 +185,7 @@ def arch_from_gguf(path: Path) -> ModelArch:
     for part in _split_siblings(header):
         tensors += read_gguf_header(part, sizes).tensors
     config, notes = _config(header, tensors)
-    general_name = header.fields.get("general.name")
-    name = general_name if isinstance(general_name, str) and general_name else header.path.stem
+    name = _model_name(header)
     try:
         arch = arch_from_config(config, name, source=str(header.path))
     except DataError as exc:

@@ -16,6 +16,7 @@ from gpuwise.catalog.quant import quant_from_config
 from gpuwise.catalog.vision import vision_params
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 _DATA = Path(__file__).resolve().parent.parent / "data"
 # Sanity bounds: far above any real model, low enough that nothing absurd is computed.
@@ -23,6 +24,8 @@ _MAX_DIM = 1 << 20
 _MAX_LAYERS = 4096
 _MAX_CONTEXT = 1 << 27
 _MAX_EXPERTS = 1 << 14
+SOURCE_LIMIT = 1000  # a source is a path or hub id@revision; paths can be long
+_WORD_LIMIT = 64  # model_type, torch_dtype: one short word in every real config
 _KIND_NAMES: dict[str, LayerKind] = {
     "full_attention": "full", "attention": "full", "global": "full",
     "sliding_attention": "sliding", "sliding_window": "sliding", "local": "sliding",
@@ -182,12 +185,17 @@ def _linear(r: _Reader, kinds: tuple[LayerKind, ...]) -> LinearAttention | None:
 
 
 def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
-    """Build a ModelArch from a parsed config.json. Never executes code from the config."""
+    """Build a ModelArch from a parsed config.json. Never executes code from the config.
+
+    `name` and `source` come from files, folders and hubs, so they are cleaned to one printable
+    line here, the one seam every source passes through (textsafe.clean_text)."""
+    name = clean_text(name) or "unnamed-model"
+    source = clean_text(source, SOURCE_LIMIT)
     if not isinstance(config, dict):
         raise DataError(Text(f"config.json of '{name}' is not a JSON object.",
                              f"“{name}”的 config.json 不是 JSON 对象。"))
     cfg = _text_part(config)
-    model_type = _Reader(cfg, name).str("model_type") or "unknown"
+    model_type = clean_text(_Reader(cfg, name).str("model_type"), _WORD_LIMIT) or "unknown"
     fam = family_defaults(model_type)
     cfg = {**fam.get("config_defaults", {}), **cfg}
     r = _Reader(cfg, name)
@@ -223,6 +231,6 @@ def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
         learned_positions=learned, layer_kinds=kinds, sliding_window=window,
         moe=_moe(r, layers, inter, fam["moe_router_bias"]), mla=_mla(r), linear=_linear(r, kinds),
         vision_params=vision_params(config.get("vision_config"), hidden, name),
-        dtype=r.str("torch_dtype") or r.str("dtype") or "bfloat16",
+        dtype=clean_text(r.str("torch_dtype") or r.str("dtype"), _WORD_LIMIT) or "bfloat16",
         quant=quant_from_config(config.get("quantization_config") or cfg.get("quantization_config"), name),
         source=source, notes=tuple(notes))

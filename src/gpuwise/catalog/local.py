@@ -15,6 +15,7 @@ from gpuwise.catalog.safetensors_header import read_checkpoint, with_checkpoint
 from gpuwise.catalog.sources import read_config_file
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 _SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
@@ -49,12 +50,14 @@ def _missing(folder: Path) -> DataError:
 
 
 def _folder_name(folder: Path) -> str:
-    """The folder's name; for a Hugging Face cache snapshot (models--org--name/snapshots/<sha>), the repo id."""
+    """The folder's name; for a Hugging Face cache snapshot (models--org--name/snapshots/<sha>), the repo id.
+
+    Cleaned to one printable line: a folder name may hold newlines or bidi overrides."""
     resolved = folder.resolve()
     repo = resolved.parent.parent.name
     if resolved.parent.name == "snapshots" and repo.startswith("models--"):
-        return repo.removeprefix("models--").replace("--", "/")
-    return resolved.name or str(folder)
+        return clean_text(repo.removeprefix("models--").replace("--", "/")) or "model"
+    return clean_text(resolved.name or str(folder)) or "model"
 
 
 def arch_from_folder(path: Path) -> ModelArch:

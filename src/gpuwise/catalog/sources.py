@@ -14,6 +14,7 @@ from gpuwise.catalog.hf_config import arch_from_config
 from gpuwise.catalog.presets import find_preset, preset_names
 from gpuwise.errors import unknown_name
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 Hub = Literal["auto", "hf", "modelscope"]
 _BARE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bBmMtT])\s*$")
@@ -35,7 +36,8 @@ def _from_path(path: Path) -> ModelArch:
         from gpuwise.catalog.gguf_reader import arch_from_gguf
 
         return arch_from_gguf(path)
-    return arch_from_config(read_config_file(path), path.parent.name or path.stem, source=str(path))
+    name = clean_text(path.parent.name) or clean_text(path.stem)  # folder names are outside text
+    return arch_from_config(read_config_file(path), name, source=str(path))
 
 
 def load_model(src: str, *, hub: Hub = "auto", revision: str | None = None) -> ModelArch:

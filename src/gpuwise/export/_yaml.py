@@ -4,8 +4,9 @@ It writes the subset the exporters need: mappings (in insertion order), sequence
 ints, floats, bools and null. A string is written plain only when YAML 1.1 and 1.2 both read
 it back as the same string; otherwise it is double-quoted, with escapes for what YAML does not
 allow raw. Multi-line strings become literal blocks (`|`), which is
-how SkyPilot `setup`/`run` scripts are normally written. Tests parse every output back with
-PyYAML.
+how SkyPilot `setup`/`run` scripts are normally written. Comment texts pass through
+`textsafe.comment_line`, so a name with a newline never starts a YAML line of its own. Tests
+parse every output back with PyYAML.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from gpuwise.textsafe import comment_line
 
 __all__ = ["dump", "dump_all"]
 
@@ -121,13 +124,18 @@ def _entry(head: str, item: Any, depth: int) -> list[str]:
     return [head + " " + _scalar(item)]
 
 
+def _comments(comments: Sequence[str]) -> list[str]:
+    """`# text` lines, each text cleaned to one line (a model name may hold newlines)."""
+    lines = (comment_line(c) for c in comments)
+    return [f"# {c}" if c else "#" for c in lines]
+
+
 def dump(doc: Mapping[str, Any], comments: Sequence[str] = ()) -> str:
     """One YAML document; `comments` become `# ...` lines at the top."""
-    head = [f"# {c}" if c else "#" for c in comments]
-    return "\n".join([*head, *_lines(doc, 0)]) + "\n"
+    return "\n".join([*_comments(comments), *_lines(doc, 0)]) + "\n"
 
 
 def dump_all(docs: Sequence[Mapping[str, Any]], comments: Sequence[str] = ()) -> str:
     """Several documents separated by `---` (a Kubernetes Service + Job, say)."""
-    head = "".join(f"# {c}\n" if c else "#\n" for c in comments)
+    head = "".join(line + "\n" for line in _comments(comments))
     return head + "---\n".join(dump(d) for d in docs)
