@@ -252,11 +252,15 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
                       "(see each plan's quality cost).",
                       f"在 {tried_fmts} 下没有满足条件的配置，因此也尝试了 4-bit 权重（质量代价见各方案）。"),)
     heads = [x[0] for x in by_card.values() if x and x[0].ok]
-    ranked = sorted((c for c in heads if obj.value(c) is not None), key=key)
+    # Only priced plans are ranked: by cost for certain, and by speed within a stage, which the
+    # guides price too. Plain --objective speed may rank a card that has no price.
+    priced_only = not obj.higher_is_better or t.stage is not None
+    rankable = [c for c in heads if obj.value(c) is not None and (c.cost is not None or not priced_only)]
+    ranked = sorted(rankable, key=key)
     plans = ranked[:top]
     winner = plans[0] if plans else None
     shown = {c.deployment.card.id for c in plans}
-    unpriced_ids = {c.deployment.card.id for c in heads if obj.value(c) is None}
+    unpriced_ids = {c.deployment.card.id for c in heads if c not in rankable}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
     rejected += [why_not(card, by_card[card.id], winner, obj, model) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
