@@ -102,7 +102,7 @@ def test_a_fixed_global_batch_is_kept_while_micro_batch_and_accumulation_trade()
 
 
 def test_replicas_multiply_throughput_and_cost_but_not_memory_per_gpu() -> None:
-    base = dict(model="llama-3.1-8b", card="h100-sxm", context=8192, concurrency=32)
+    base = {"model": "llama-3.1-8b", "card": "h100-sxm", "context": 8192, "concurrency": 32}
     one = estimate_json(EstimateRequest(**base))  # type: ignore[arg-type]
     two = estimate_json(EstimateRequest(**base, replicas=2))  # type: ignore[arg-type]
     half = estimate_json(EstimateRequest(**{**base, "concurrency": 16}))  # type: ignore[arg-type]

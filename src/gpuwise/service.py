@@ -198,11 +198,12 @@ def _check_plan(req: PlanRequest) -> None:
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
     if not 1 <= req.top <= 50:
         raise InputError(Text("--top must be between 1 and 50.", "--top 必须在 1 到 50 之间。"))
-    for flag, value in (("--replicas", req.replicas), ("--grad-accum", req.grad_accum),
-                        ("--global-batch", req.global_batch)):
-        if value is not None and not 1 <= value <= 1 << 20:
-            raise InputError(Text(f"{flag} must be between 1 and {1 << 20:,}; got {value}.",
-                                  f"{flag} 必须在 1 到 {1 << 20:,} 之间，实际为 {value}。"))
+    counts: tuple[tuple[str, int | None], ...] = (("--replicas", req.replicas), ("--grad-accum", req.grad_accum),
+                                                  ("--global-batch", req.global_batch))
+    for name, count in counts:
+        if count is not None and not 1 <= count <= 1 << 20:
+            raise InputError(Text(f"{name} must be between 1 and {1 << 20:,}; got {count}.",
+                                  f"{name} 必须在 1 到 {1 << 20:,} 之间，实际为 {count}。"))
     if req.global_batch is not None and req.grad_accum is not None:
         raise InputError(Text("Give --global-batch or --grad-accum, not both: the global batch is "
                               "micro-batch x accumulation x data-parallel GPUs.",
@@ -240,7 +241,8 @@ def _plan_cards(req: PlanRequest) -> tuple[list[Any], dict[str, Text]]:
         for card in cards:
             stack = software_stack(card)
             if not stack.default_included:
-                excluded[card.id] = stack.why_not
+                excluded[card.id] = stack.why_not or Text(f"needs the {stack.name} stack",
+                                                          f"需要 {stack.name} 软件栈")
     return cards, excluded
 
 
