@@ -129,8 +129,8 @@ STAGES = {
                      "验证阶段：能跑通流程的最便宜的卡（4090 级即可）"),
     "stabilise": Text("stabilise: ECC data-centre cards (A100 class) for long, unattended runs",
                       "稳定阶段：长时间无人值守运行用带 ECC 的数据中心卡（A100 级）"),
-    "scale": Text("scale: ECC cards with NVLink (H100/H200 class), ranked by speed",
-                  "扩展阶段：带 ECC 与 NVLink 的卡（H100/H200 级），按速度排序"),
+    "scale": Text("scale: several ECC cards joined by NVLink/NVSwitch (H100/H200 class), ranked by cost per token",
+                  "扩展阶段：多张由 NVLink/NVSwitch 互联的 ECC 卡（H100/H200 级），按单位 token 成本排序"),
 }
 
 

@@ -134,7 +134,7 @@ def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_cont
                               f"{card.name} 没有 FP8 张量核心，无法做 FP8 训练。"),
                          hint=Text("Train in bf16 (--weights bf16), or pick a card with FP8 (Ada, Hopper, Blackwell).",
                                    "请用 bf16 训练（--weights bf16），或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
-    if d.engine != "vllm":
+    if d.engine != "vllm" or card.software != "cuda":  # Marlin's weight-only FP8 is a CUDA kernel
         raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
                               f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),
                          hint=Text("Use --engine vllm (weight-only FP8 via Marlin) or --weights int8/bf16.",

@@ -67,9 +67,11 @@ class Objective:
 
 def objective_for(objective: str, stage: str | None, w: Workload, opts: CostOptions) -> Objective:
     """The one unit a plan is ranked in, printed with the plan and used by every "why not"."""
-    if objective == "speed" or stage == "scale":
+    if objective == "speed":
         return Objective("tokens_per_s", Text(" tok/s", " tok/s"), Text("fastest", "最快"), True)
-    if objective == "cost-per-token" or (w.is_training and not opts.train_tokens):
+    # the scale stage compares linked multi-GPU jobs by what each token costs, so a bigger job
+    # wins only when it is not dearer per token (ties go to fewer GPUs)
+    if objective == "cost-per-token" or stage == "scale" or (w.is_training and not opts.train_tokens):
         what = Text(" per million tokens trained", "/百万训练 token") if w.is_training \
             else Text(" per million output tokens", "/百万输出 token")
         return Objective("per_million_tokens", what, Text("lowest cost per token", "单位 token 成本最低"))
