@@ -34,9 +34,9 @@ from tests.export_samples import (
 
 # ------------------------------------------------------------------ dispatch and errors
 
-def test_the_targets_are_the_eight_tools_in_order() -> None:
+def test_the_targets_are_the_nine_tools_in_order() -> None:
     assert TARGETS == ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack",
-                       "k8s", "ray")
+                       "k8s", "ray", "docker")
 
 
 @pytest.mark.parametrize("name,target", PAIRS)
@@ -409,10 +409,15 @@ def test_k8s_runs_multi_node_training_as_an_indexed_job_behind_a_headless_servic
     assert "MASTER_ADDR=qwen2-5-14b-0.qwen2-5-14b" in script and "$JOB_COMPLETION_INDEX" in script
 
 
-def test_multi_node_serving_is_refused_for_every_scheduler() -> None:
-    for target in ("k8s", "skypilot", "dstack", "ray"):
+def test_an_engine_spanning_nodes_is_refused_for_every_scheduler() -> None:
+    for target in ("k8s", "skypilot", "dstack", "docker", "vllm"):
         with pytest.raises(InputError, match="Ray cluster"):
             emit(make(INFER, gpus=4, nodes=2, parallelism__pp=2), target)
+
+
+def test_ray_refuses_serving_replicas_across_nodes() -> None:
+    with pytest.raises(InputError, match="independent replicas"):
+        emit(make(INFER, gpus=4, nodes=2, replicas=2), "ray")
 
 
 # ------------------------------------------------------------------ ray

@@ -1,8 +1,9 @@
 """Export a chosen plan as ready-to-use settings in each tool's own vocabulary.
 
 `emit(plan, target)` takes the planner's frozen `Plan` and returns text: a
-`vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task,
-a dstack configuration, Kubernetes manifests, or a Ray driver script. Presentation only: the
+`vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task
+or SkyServe service, a dstack configuration, Kubernetes manifests, a Ray driver script, or a
+`docker run` line. Presentation only: the
 sizes come from the plan, never recomputed here. Flags, keys and emitted configs stay English;
 error messages are bilingual.
 """
@@ -13,14 +14,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuwise.errors import unknown_name
-from gpuwise.export import accelerate, deepspeed, dstack, k8s, ray, skypilot, torchrun, vllm
+from gpuwise.export import (
+    accelerate,
+    deepspeed,
+    docker,
+    dstack,
+    k8s,
+    ray,
+    skypilot,
+    torchrun,
+    vllm,
+)
 from gpuwise.export._plan import Plan, parse_plan
 from gpuwise.i18n import Text
 
 __all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "target_key", "targets_for"]
 
-TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
-INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray")
+TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray",
+           "docker")
+INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray", "docker")
 TRAINING_TARGETS = ("deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
 # Other spellings users type for a target.
 _ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepspeed",
@@ -29,7 +41,7 @@ _ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepsp
 _EMITTERS: dict[str, Callable[[Plan], str]] = {
     "vllm": vllm.emit, "deepspeed": deepspeed.emit, "accelerate": accelerate.emit,
     "torchrun": torchrun.emit, "skypilot": skypilot.emit, "dstack": dstack.emit,
-    "k8s": k8s.emit, "ray": ray.emit,
+    "k8s": k8s.emit, "ray": ray.emit, "docker": docker.emit,
 }
 
 

@@ -1,9 +1,13 @@
-"""Pieces several exporters share: shell quoting with env references, precision, errors."""
+"""Pieces several exporters share: shell quoting with env references, precision, errors, and the
+plan's software stack (pinned images, visible-devices variable) read as data by its id."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
+
+from gpuwise.catalog.stacks import SoftwareStack, stacks
 from gpuwise.errors import InputError
 from gpuwise.export._plan import Plan
 from gpuwise.i18n import Text
@@ -14,9 +18,15 @@ __all__ = [
     "Env",
     "check_training",
     "half_precision",
+    "image_version",
     "not_for",
     "num",
+    "serve_image",
     "shell_join",
+    "stack",
+    "stack_note",
+    "train_image",
+    "train_script",
     "uses_deepspeed",
     "uses_fsdp",
     "zero_stage",
@@ -25,6 +35,12 @@ __all__ = [
 # Placeholders the user replaces: their training entry point and where the DeepSpeed JSON goes.
 TRAIN_SCRIPT = "train.py"
 DS_CONFIG_FILE = "ds_config.json"
+
+
+# What a non-CUDA stack's images are, for the comment every output on them carries: a
+# serving line and a training line, by stack id (the stack names its images, not their kind).
+_BUILDS = {"rocm": ("AMD's ROCm build of vLLM", "AMD's ROCm build of PyTorch"),
+           "cann": ("vllm-ascend (the vLLM plugin for Ascend NPUs)", "torch_npu (PyTorch for Ascend NPUs)")}
 
 
 class Env(str):
@@ -91,3 +107,47 @@ def check_training(plan: Plan, target: str) -> None:
     if plan.offload != "none" and zero_stage(plan) == 0:
         raise not_for(target, plan, "offload needs ZeRO stage 1 or higher; re-plan with --zero 2.",
                       "卸载需要 ZeRO stage 1 以上；请用 --zero 2 重新规划。")
+
+
+def train_script(plan: Plan) -> str:
+    """The training entry point (relative to the plan's workdir); `train.py` is a placeholder."""
+    return plan.script or TRAIN_SCRIPT
+
+
+def stack(plan: Plan) -> SoftwareStack:
+    """The software stack row of the plan's card (software_stacks.toml, by id: data, not the
+    card catalog)."""
+    return stacks()[plan.card_facts.software]
+
+
+def serve_image(plan: Plan) -> str:
+    """The serving container: `--image`, else the stack's pinned vLLM image."""
+    return plan.image or stack(plan).vllm_image
+
+
+def train_image(plan: Plan) -> str:
+    """The training container: `--image`, else the stack's pinned PyTorch image."""
+    return plan.image or stack(plan).train_image
+
+
+def image_version(image: str, package: str) -> str | None:
+    """The version of `package` an image tag names: `..._vllm_0.23.0` or `..._pytorch_release_2.10.0`
+    inside the tag, else a leading version (`v0.33.0`, `2.11.0-cuda12.8-cudnn9-runtime`)."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2].split("@")[0]
+    inner = re.search(rf"(?:^|[_-]){re.escape(package)}[_-](?:release[_-])?v?(\d+\.\d+(?:\.\d+)?)", tag)
+    lead = re.match(r"v?(\d+\.\d+(?:\.\d+)?)(?=$|[-_])", tag)
+    found = inner or lead
+    return found.group(1) if found else None
+
+
+def stack_note(plan: Plan) -> str | None:
+    """For a ROCm or CANN plan: which build the output runs and which variable selects devices;
+    None on CUDA. Never a plain CUDA line on another stack without saying so."""
+    row = stack(plan)
+    if row.id not in _BUILDS:
+        return None
+    serving, training = _BUILDS[row.id]
+    image = train_image(plan) if plan.training else serve_image(plan)
+    return (f"{row.name} stack: this runs {training if plan.training else serving}, image "
+            f"{image}, not the CUDA build; {row.visible_devices_env} selects the devices "
+            "(not CUDA_VISIBLE_DEVICES).")

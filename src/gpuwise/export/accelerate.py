@@ -15,6 +15,8 @@ from gpuwise.export._common import (
     TRAIN_SCRIPT,
     check_training,
     half_precision,
+    shell_join,
+    train_script,
     uses_deepspeed,
     uses_fsdp,
     zero_stage,
@@ -97,15 +99,17 @@ def config(plan: Plan) -> dict[str, Any]:
 
 
 def launch_command(plan: Plan) -> str:
+    script = shell_join([train_script(plan)])
     if plan.nodes == 1:
-        return f"accelerate launch --config_file {CONFIG_FILE} {TRAIN_SCRIPT}"
+        return f"accelerate launch --config_file {CONFIG_FILE} {script}"
     return (f'accelerate launch --config_file {CONFIG_FILE} --machine_rank "$NODE_RANK" '
-            f'--main_process_ip "$MASTER_ADDR" {TRAIN_SCRIPT}')
+            f'--main_process_ip "$MASTER_ADDR" {script}')
 
 
 def emit(plan: Plan) -> str:
-    comments = [f"Save as {CONFIG_FILE}, then run (replace {TRAIN_SCRIPT} with your script):",
-                f"  {launch_command(plan)}"]
+    where = f" from {plan.workdir}" if plan.workdir else ""
+    how = "" if plan.script else f" (replace {TRAIN_SCRIPT} with your script, or plan with --script)"
+    comments = [f"Save as {CONFIG_FILE}, then run{where}{how}:", f"  {launch_command(plan)}"]
     if plan.nodes > 1:
         comments.append("Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
     if uses_ds_file(plan):

@@ -13,11 +13,13 @@ from gpuwise.export._common import (
     Env,
     check_training,
     shell_join,
+    train_script,
     uses_deepspeed,
     uses_fsdp,
     zero_stage,
 )
 from gpuwise.export._plan import Plan
+from gpuwise.textsafe import comment_line
 
 __all__ = ["RDZV_PORT", "emit", "launch_tokens"]
 
@@ -28,13 +30,14 @@ RDZV_PORT = 29400
 def script_args(plan: Plan) -> list[str]:
     """The training script and its sharding arguments, in the Hugging Face Trainer's
     vocabulary (`--deepspeed FILE`, `--fsdp "full_shard auto_wrap"`)."""
+    script = train_script(plan)
     if uses_deepspeed(plan):
-        return [TRAIN_SCRIPT, "--deepspeed", DS_CONFIG_FILE]
+        return [script, "--deepspeed", DS_CONFIG_FILE]
     if uses_fsdp(plan):
         shard = "full_shard" if zero_stage(plan) == 3 else "shard_grad_op"
         offload = " offload" if plan.offload == "cpu" else ""
-        return [TRAIN_SCRIPT, "--fsdp", f"{shard}{offload} auto_wrap"]
-    return [TRAIN_SCRIPT]
+        return [script, "--fsdp", f"{shard}{offload} auto_wrap"]
+    return [script]
 
 
 def launch_tokens(plan: Plan) -> list[str]:
@@ -51,7 +54,10 @@ def launch_tokens(plan: Plan) -> list[str]:
 
 
 def emit(plan: Plan) -> str:
-    notes = [f"# Replace {TRAIN_SCRIPT} with your training script."]
+    notes = [] if plan.script else [
+        f"# {TRAIN_SCRIPT} is a placeholder: replace it, or plan with --script (and --workdir)."]
+    if plan.workdir:
+        notes.append(f"# Run from {comment_line(plan.workdir)}")
     if plan.nodes > 1:
         notes.append("# Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
     if uses_deepspeed(plan):

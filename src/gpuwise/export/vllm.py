@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpuwise.export._common import not_for, num, shell_join
+from gpuwise.export._common import not_for, num, shell_join, stack_note
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -37,6 +37,14 @@ def _check(plan: Plan) -> None:
         raise not_for("vllm", plan, f"it was sized for the '{engine}' engine, whose memory use "
                       "differs. Re-plan with --engine vllm.",
                       f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine vllm 重新规划。")
+    if plan.tp * plan.pp > plan.gpus_per_node:
+        raise not_for("vllm", plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) "
+                      f"spans nodes of {plan.gpus_per_node} GPUs; vLLM across nodes runs on a Ray "
+                      "cluster of its own (`ray start` on each node, the vllm line on the head). "
+                      "gpuwise exports replicas that each fit on one node.",
+                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 "
+                      f"{plan.gpus_per_node} 张卡的节点；跨节点的 vLLM 需要自建 Ray 集群（每个节点 "
+                      "`ray start`，在头节点运行 vllm 命令）。gpuwise 只导出每个副本位于单节点的方案。")
     if plan.tp * plan.pp * plan.replicas_per_node > plan.gpus_per_node:
         raise not_for("vllm", plan, f"tensor x pipeline x data parallel = {plan.tp} x {plan.pp} "
                       f"x {plan.replicas_per_node} needs more than the node's {plan.gpus_per_node} GPUs.",
@@ -56,13 +64,16 @@ def _quantization(plan: Plan) -> str | None:
     return None
 
 
-def serve_tokens(plan: Plan) -> list[str]:
-    """The command as a list of arguments (for YAML `args:` lists and shell lines alike)."""
+def serve_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
+    """The command as a list of arguments (for YAML `args:` lists and shell lines alike).
+    One process serves a node's replicas with vLLM's data parallel; `one_engine` is for the
+    schedulers that run each replica apart (a Kubernetes pod, a dstack or SkyServe replica)."""
     _check(plan)
     t = ["vllm", "serve", plan.deploy_model, "--tensor-parallel-size", str(plan.tp)]
     if plan.pp > 1:
         t += ["--pipeline-parallel-size", str(plan.pp)]
-    if plan.replicas_per_node > 1:  # vLLM's data parallel: replicas behind its own load balancer
+    if plan.replicas_per_node > 1 and not one_engine:
+        # vLLM's data parallel: the node's replicas behind vLLM's own load balancer.
         t += ["--data-parallel-size", str(plan.replicas_per_node)]
     if plan.context:
         t += ["--max-model-len", str(plan.context)]
@@ -82,17 +93,21 @@ def serve_tokens(plan: Plan) -> list[str]:
     return t
 
 
-def notes(plan: Plan) -> list[str]:
-    """What the command alone cannot carry: the plan's notes, one line each."""
+def notes(plan: Plan, *, per_node: bool = True) -> list[str]:
+    """What the command alone cannot carry: the plan's notes, one line each. `per_node`: the
+    line runs on each node by hand (False where a scheduler places the replicas)."""
     out = [n.en for n in plan.notes]
+    build = stack_note(plan)
+    if build:
+        out.insert(0, build)
     low_bit = plan.weights in ("int4", "int8", "nf4") and not _PREQUANT.search(plan.deploy_model)
     if low_bit and not any("AWQ/GPTQ" in n for n in out):
         out.insert(0, f"The plan assumes {plan.weights} weights: point the model at an AWQ/GPTQ "
                    f"checkpoint of {plan.model} (--deploy-model); vLLM reads its quantization "
                    "from config.json.")
-    if plan.nodes > 1:
-        out.append(f"Run this line on each of the {plan.nodes} nodes and put a load balancer in "
-                   f"front of port {SERVE_PORT}.")
+    if plan.nodes > 1 and per_node:
+        out.append(f"Run this line on each of the {plan.nodes} nodes ({plan.replicas} independent "
+                   f"replicas in all) and put a load balancer in front of port {SERVE_PORT}.")
     return out
 
 
