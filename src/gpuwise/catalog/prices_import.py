@@ -24,7 +24,6 @@ import io
 import math
 import re
 import stat
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from gpuwise.catalog.prices import (
 )
 from gpuwise.errors import InputError, UnknownNameError
 from gpuwise.i18n import Text
+from gpuwise.textsafe import clean_text
 
 ImportFormat = Literal["skypilot", "gpuhunt", "csv"]
 AsOfFrom = Literal["flag", "file-mtime", "rows"]
@@ -125,14 +125,6 @@ class PriceImport:
 
 
 # ------------------------------------------------------------------ strings
-
-def clean_text(value: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """A cell made safe to store and print: control/format characters become one space, cut to `limit`."""
-    kept = "".join(" " if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")
-                   else ch for ch in value)
-    text = re.sub(r"\s+", " ", kept).strip()
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
 
 # ------------------------------------------------------------------ card names
 

@@ -45,14 +45,7 @@ def card_facts(card: Card, gpus_per_node: int) -> CardFacts:
         ray_accelerator_type=_RAY.get(card.id),
         k8s_product=smi[0].replace(" ", "-") if smi else None,  # GPU Feature Discovery's label
         mig_profiles=tuple(card.mig_profiles), interconnect=card.interconnect,
-        linked=_linked(card, gpus_per_node))
-
-
-def _linked(card: Card, gpus: int) -> bool:
-    linked = getattr(card, "linked", None)
-    if callable(linked):
-        return bool(linked(gpus))
-    return card.interconnect != "none" and gpus <= card.interconnect_max_gpus
+        linked=card.linked(gpus_per_node))
 
 
 def _hub_id(src: str) -> str:
