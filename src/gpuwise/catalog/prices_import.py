@@ -46,7 +46,6 @@ ImportFormat = Literal["skypilot", "gpuhunt", "csv"]
 AsOfFrom = Literal["flag", "file-mtime", "rows"]
 FORMATS: tuple[str, ...] = ("auto", "skypilot", "gpuhunt", "csv")
 MAX_IMPORT_BYTES = 50 * 2**20  # 50 MiB; SkyPilot's largest vms.csv (AWS) is a few MiB
-MAX_TEXT_CHARS = 200  # longer cells are cut: a price row needs no essays
 # Memory sizes within 7 % are the same card: GB vs GiB (80 GB = 74.5 GiB) differ by 6.9 %.
 MEMORY_TOLERANCE = 0.07
 # Columns each format must have (what the importer reads); other columns are ignored.
