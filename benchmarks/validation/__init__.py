@@ -1,0 +1,1 @@
+"""The validation table (validation/points/*.toml): published measurements, scored by gpuwise."""

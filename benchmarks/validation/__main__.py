@@ -1,0 +1,67 @@
+"""python -m benchmarks.validation [--points FILE ...] [--gate] [--fit] [--write-baseline]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.validation.metrics import METRICS
+from benchmarks.validation.score import Scored, score, summarise
+from benchmarks.validation.table import ROOT, TableError, load_points
+
+REPORT = ROOT / "validation-report.json"
+
+
+def _shown(value: float, metric: str) -> str:
+    unit = METRICS[metric].unit
+    if unit == "bytes":
+        return f"{value / 2**30:,.2f} GiB"
+    if unit == "s":
+        return f"{value * 1e3:,.1f} ms"
+    return f"{value:,.4g}"
+
+
+def _print_points(scored: list[Scored]) -> None:
+    print(f"{'point':52s} {'metric':20s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
+    for s in scored:
+        p = s.point
+        if s.predicted is None:
+            print(f"{p.id[:52]:52s} {p.metric:20s} {'-':>12s} {_shown(p.value, p.metric):>12s}   refused: {s.error[:60]}")
+            continue
+        flag = "" if s.passes else "  MUST-PASS FAILED"
+        print(f"{p.id[:52]:52s} {p.metric:20s} {_shown(s.predicted, p.metric):>12s} {_shown(p.value, p.metric):>12s} {s.rel_error * 100:+7.1f}%{flag}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.validation", description=__doc__)
+    ap.add_argument("--points", nargs="*", type=Path, help="table files (default: validation/points/*.toml)")
+    ap.add_argument("--report", type=Path, default=REPORT)
+    args = ap.parse_args(argv)
+    try:
+        points = load_points(args.points)
+    except TableError as exc:
+        print(f"validation table: {exc}", file=sys.stderr)
+        return 2
+    todo = [p for p in points if not p.expressible]
+    scored = [score(p) for p in points if p.expressible]
+    _print_points(scored)
+    summary = summarise(scored)
+    print(f"\n{'metric':20s} {'n':>4s} {'median |err|':>13s} {'p90 |err|':>10s}")
+    for m, s in summary.items():
+        print(f"{m:20s} {s.n:4d} {s.median:12.1f}% {s.p90:9.1f}%")
+    print(f"\n{len(points)} points: {len(scored)} scored, {len(todo)} not yet expressible")
+    for p in todo:
+        print(f"  to do: {p.id}: {p.missing}")
+    args.report.write_text(json.dumps({
+        "metrics": {m: s.to_dict() for m, s in summary.items()},
+        "points": [{"id": s.point.id, "metric": s.point.metric, "measured": s.point.value,
+                    "predicted": s.predicted, "error": s.error or None} for s in scored],
+        "not_expressible": [{"id": p.id, "missing": p.missing} for p in todo],
+    }, indent=1) + "\n", encoding="utf-8")
+    return 0 if all(s.passes for s in scored) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
