@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.validation.fit import INTERVALS, coverage, fit_cells, residuals, write_intervals
+from benchmarks.validation.gate import BASELINE, gate_failures, load_baseline, write_baseline
 from benchmarks.validation.metrics import METRICS
 from benchmarks.validation.score import Scored, score, summarise
 from benchmarks.validation.table import ROOT, TableError, load_points
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.validation", description=__doc__)
     ap.add_argument("--points", nargs="*", type=Path, help="table files (default: validation/points/*.toml)")
     ap.add_argument("--report", type=Path, default=REPORT)
+    ap.add_argument("--gate", action="store_true", help="fail on regressions against validation/baseline.json")
+    ap.add_argument("--fit", action="store_true", help="refit src/gpuwise/data/intervals.toml first")
+    ap.add_argument("--write-baseline", action="store_true", help="record the scores as the new baseline")
     args = ap.parse_args(argv)
     try:
         points = load_points(args.points)
@@ -51,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'metric':20s} {'n':>4s} {'median |err|':>13s} {'p90 |err|':>10s}")
     for m, s in summary.items():
         print(f"{m:20s} {s.n:4d} {s.median:12.1f}% {s.p90:9.1f}%")
+    cells = fit_cells(residuals(scored)) if args.fit else None
+    if cells is not None:
+        write_intervals(cells, len(scored))
+        print(f"\nwrote {INTERVALS.relative_to(ROOT)} ({len(cells)} bands)")
+    cover = coverage(scored, cells)
+    print(f"\n{'group':14s} {'inside its 80 % band':>22s}")
+    for group, (inside, n) in cover.items():
+        print(f"{group:14s} {inside:>10d}/{n:<4d} {inside / n:6.0%}")
     print(f"\n{len(points)} points: {len(scored)} scored, {len(todo)} not yet expressible")
     for p in todo:
         print(f"  to do: {p.id}: {p.missing}")
@@ -58,9 +71,17 @@ def main(argv: list[str] | None = None) -> int:
         "metrics": {m: s.to_dict() for m, s in summary.items()},
         "points": [{"id": s.point.id, "metric": s.point.metric, "measured": s.point.value,
                     "predicted": s.predicted, "error": s.error or None} for s in scored],
+        "coverage": {g: {"inside": a, "n": b} for g, (a, b) in cover.items()},
         "not_expressible": [{"id": p.id, "missing": p.missing} for p in todo],
     }, indent=1) + "\n", encoding="utf-8")
-    return 0 if all(s.passes for s in scored) else 1
+    if args.write_baseline:
+        write_baseline(summary)
+        print(f"wrote {BASELINE.relative_to(ROOT)}")
+    failures = gate_failures(scored, summary, cover, load_baseline()) if args.gate else \
+        [f"{s.point.id}: outside its tolerance" for s in scored if not s.passes]
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

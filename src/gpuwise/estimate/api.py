@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.links import card_rates
 from gpuwise.estimate.memory_infer import infer_memory
 from gpuwise.estimate.memory_train import train_memory
+from gpuwise.estimate.provenance import provenance
+from gpuwise.estimate.ranges import Ranged, fit_verdict, ranges_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -44,10 +47,42 @@ class Estimate:
     cost: Cost | None = None
     calibrated: bool = False
     replicas: int = 1
+    calibration: Any = None  # the verify Calibration the speeds used, if any
 
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    @functools.cached_property
+    def ranges(self) -> Ranged:
+        """80 % bands (data/intervals.toml) for the numbers the estimate gives."""
+        mem, sp, cost = self.memory, self.speed, self.cost
+        values: dict[str, float | None] = {"memory.required": mem.breakdown.required,
+                                           "memory.kv_pool": mem.breakdown.kv_pool or None}
+        if mem.capacity is not None:
+            values |= {"capacity.kv_tokens": mem.capacity.kv_tokens,
+                       "capacity.max_concurrency": mem.capacity.max_concurrency,
+                       "capacity.max_context": mem.capacity.max_context}
+        if isinstance(sp, InferSpeed):
+            values |= {"speed.decode_tokens_per_s": sp.decode_tokens_per_s, "speed.tpot_s": sp.tpot_s,
+                       "speed.throughput_tokens_per_s": sp.throughput_tokens_per_s, "speed.ttft_s": sp.ttft_s,
+                       "speed.prefill_tokens_per_s": sp.prefill_tokens_per_s}
+        elif isinstance(sp, TrainSpeed):
+            values |= {"speed.tokens_per_s": sp.tokens_per_s, "speed.step_time_s": sp.step_time_s,
+                       "speed.mfu": sp.mfu}
+        if cost is not None:
+            values |= {"cost.per_million_tokens": cost.per_million_tokens, "cost.per_run": cost.per_run,
+                       "cost.run_hours": cost.run_hours}
+        return ranges_for({k: float(v) for k, v in values.items() if v is not None},
+                          training=self.workload.is_training, engine=self.deployment.engine,
+                          family=self.deployment.card.family,
+                          caps={"capacity.max_context": self.model.max_context})
+
+    @property
+    def fit(self) -> str:
+        """fits | tight (fits at the estimate, not at the top of its band) | does_not_fit."""
+        top = self.ranges.get("memory.required")
+        return fit_verdict(self.memory.breakdown.required, self.memory.usable, top.high if top else None)
 
     def to_dict(self) -> dict[str, Any]:
         mem, d, w = self.memory, self.deployment, self.workload
@@ -63,6 +98,7 @@ class Estimate:
             "memory": mem.breakdown.to_dict(),
             "usable_bytes": round(mem.usable),
             "fits": mem.fits,
+            "fit": self.fit,
             "headroom_bytes": round(mem.usable - mem.breakdown.required),
             "host": mem.host.to_dict(),
             "warnings": [t.en for t in self.warnings],
@@ -76,6 +112,10 @@ class Estimate:
             out["speed"] = self.speed.to_dict()
         out["cost"] = self.cost.to_dict() if self.cost is not None else None
         out["calibrated"] = self.calibrated
+        out["ranges"] = self.ranges.to_dict()
+        out["provenance"] = provenance(self.model, d.card, training=w.is_training, calibration=self.calibration,
+                                       ranges=self.ranges, has=frozenset(k for k in ("capacity", "speed") if k in out)
+                                       | ({"cost"} if self.cost else set()) | ({"kv_pool"} if mem.breakdown.kv_pool else set()))
         if d.margin and not w.is_training:
             out["margin"] = _margin(self)
         if w.is_training:
@@ -225,4 +265,4 @@ def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context
                              f"速度采用 {getattr(calibration, 'source', '校准文件')} 中的实测值。"))
     return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
                     suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts, replicas),
-                    calibrated=calibration is not None, replicas=replicas)
+                    calibrated=calibration is not None, replicas=replicas, calibration=calibration)

@@ -1,0 +1,121 @@
+"""Fit the 80 % bands (src/gpuwise/data/intervals.toml) from the table's residuals, and check
+how often they hold the measured value."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.validation.metrics import METRICS
+from benchmarks.validation.score import Scored
+from benchmarks.validation.table import ROOT
+from gpuwise.catalog.cards import load_cards
+from gpuwise.estimate.ranges import ANY, Cell, Cells, band, find_cell
+
+INTERVALS = ROOT / "src" / "gpuwise" / "data" / "intervals.toml"
+TARGET = 0.80  # the band's nominal coverage
+COVERAGE = (0.75, 0.85)  # what CI accepts per group, on the table
+MIN_CELL = 10  # points a regime needs for a band of its own; fewer pool into the wider regime
+
+
+@dataclass(frozen=True)
+class Residual:
+    point_id: str
+    group: str
+    base: str  # engine, or "training"
+    family: str
+    r: float  # ln(measured / estimated), in the group's orientation
+
+
+def residuals(scored: list[Scored]) -> list[Residual]:
+    families = {c.id: c.family for c in load_cards([])}
+    out = []
+    for s in scored:
+        if s.predicted is None or s.estimate is None:
+            continue
+        est = s.estimate
+        base = "training" if est.get("engine") is None else str(est["engine"])
+        out.append(Residual(s.point.id, METRICS[s.point.metric].group, base, families.get(est["card"], "?"), s.residual))
+    return out
+
+
+def _window(rs: list[float]) -> tuple[float, float]:
+    """[q_low, q_high] holding 0 and about TARGET of the sorted residuals, tails as even as the
+    data allow."""
+    n = len(rs)
+    k = max(1, min(n, round(TARGET * n)))
+    even = (n - k) // 2
+    best: tuple[float, int, float, float, float] | None = None
+    for s in range(n - k + 1):
+        lo, hi = min(rs[s], 0.0), max(rs[s + k - 1], 0.0)
+        held = sum(lo <= r <= hi for r in rs)
+        rank = (abs(held / n - TARGET), abs(s - even), hi - lo, lo, hi)
+        if best is None or rank < best:
+            best = rank
+    assert best is not None
+    return math.floor(best[3] * 1e4) / 1e4, math.ceil(best[4] * 1e4) / 1e4
+
+
+def fit_cells(res: list[Residual]) -> dict[tuple[str, str], Cell]:
+    """Per group: card-family regimes with MIN_CELL points, then engine regimes from what is
+    left, then one band for the rest (or for the whole group when the rest is thin)."""
+    cells: dict[tuple[str, str], Cell] = {}
+    by_group: dict[str, list[Residual]] = defaultdict(list)
+    for x in res:
+        by_group[x.group].append(x)
+    for group, items in sorted(by_group.items()):
+        left = list(items)
+        for key in (lambda x: f"{x.base}/{x.family}", lambda x: x.base):
+            buckets: dict[str, list[Residual]] = defaultdict(list)
+            for x in left:
+                buckets[key(x)].append(x)
+            for regime, members in sorted(buckets.items()):
+                if len(members) >= MIN_CELL:
+                    cells[(group, regime)] = _cell(group, regime, members)
+                    left = [x for x in left if x not in members]
+        pool = left if len(left) >= MIN_CELL // 2 else items
+        cells[(group, ANY)] = _cell(group, ANY, pool)
+    return cells
+
+
+def _cell(group: str, regime: str, members: list[Residual]) -> Cell:
+    q_low, q_high = _window(sorted(x.r for x in members))
+    return Cell(group, regime, q_low, q_high, tuple(sorted(x.point_id for x in members)))
+
+
+def coverage(scored: list[Scored], cells: Cells | None = None) -> dict[str, tuple[int, int]]:
+    """Per group: (points inside their band, points), using the product's own band lookup."""
+    families = {c.id: c.family for c in load_cards([])}
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for s in scored:
+        if s.predicted is None or s.estimate is None:
+            continue
+        metric = METRICS[s.point.metric]
+        est = s.estimate
+        base = "training" if est.get("engine") is None else str(est["engine"])
+        cell = find_cell(metric.group, base, families.get(est["card"], "?"), cells)
+        if cell is None:
+            continue
+        r = band(s.predicted, cell, inverse=metric.inverse)
+        tally = out[metric.group]
+        tally[1] += 1
+        tally[0] += r.low * (1 - 1e-9) <= s.point.value <= r.high * (1 + 1e-9)
+    return {g: (a, b) for g, (a, b) in sorted(out.items())}
+
+
+def write_intervals(cells: dict[tuple[str, str], Cell], n_points: int, path: Path = INTERVALS) -> None:
+    lines = [
+        "# 80 % bands around gpuwise's estimates: ln(measured / estimated) per interval group and",
+        "# regime, fitted on the validation table (validation/points/*.toml). Written by",
+        "# `python -m benchmarks.validation --fit`; do not edit by hand. `rows` are the table's point",
+        "# ids each band was fitted on. src/gpuwise/estimate/ranges.py reads this file.",
+        f"# Fitted {dt.date.today().isoformat()} on {n_points} scored points.",
+        "schema_version = 1", ""]
+    for (group, regime), c in sorted(cells.items()):
+        rows = ",\n".join(f'    "{r}"' for r in c.rows)
+        lines += ["[[cell]]", f'group = "{group}"', f'regime = "{regime}"', f"q_low = {c.q_low}",
+                  f"q_high = {c.q_high}", f"n = {len(c.rows)}", f"rows = [\n{rows},\n]", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")

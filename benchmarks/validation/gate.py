@@ -1,0 +1,50 @@
+"""CI's gate: no metric more than 2 points worse than validation/baseline.json, every must_pass
+point inside its tolerance, every group's band holding 75-85 % of its points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.validation.fit import COVERAGE
+from benchmarks.validation.score import Scored, Summary
+from benchmarks.validation.table import ROOT
+
+BASELINE = ROOT / "validation" / "baseline.json"
+SLACK = 2.0  # percentage points a median or p90 may worsen before CI fails
+
+
+def gate_failures(scored: list[Scored], summary: dict[str, Summary], cover: dict[str, tuple[int, int]],
+                  baseline: dict[str, dict[str, float]]) -> list[str]:
+    failures = []
+    for metric, s in summary.items():
+        base = baseline.get(metric)
+        if base is None:
+            continue
+        for stat, now in (("median_abs_pct", s.median), ("p90_abs_pct", s.p90)):
+            if now > base[stat] + SLACK:
+                failures.append(f"{metric}: {stat} {now:.1f}% is worse than the baseline {base[stat]:.1f}% "
+                                f"by more than {SLACK:g} points")
+    for metric in sorted(set(baseline) - set(summary)):
+        failures.append(f"{metric}: in the baseline but no point scored it")
+    for s in scored:
+        if not s.passes:
+            got = f"{s.rel_error:+.1%}" if s.predicted is not None else f"refused ({s.error})"
+            failures.append(f"{s.point.id}: must pass within {s.point.tolerance:.0%}, got {got}")
+    lo, hi = COVERAGE
+    for group, (inside, n) in cover.items():
+        if not lo <= inside / n <= hi:
+            failures.append(f"{group}: the 80 % band holds {inside}/{n} = {inside / n:.0%} of the table's points "
+                            f"(CI accepts {lo:.0%}-{hi:.0%}); refit with --fit")
+    return failures
+
+
+def load_baseline(path: Path = BASELINE) -> dict[str, dict[str, float]]:
+    return dict(json.loads(path.read_text(encoding="utf-8"))["metrics"]) if path.exists() else {}
+
+
+def write_baseline(summary: dict[str, Summary], path: Path = BASELINE) -> None:
+    body = {"note": "per-metric |error| on validation/points; CI fails more than 2 points above these "
+                    "(python -m benchmarks.validation --write-baseline)",
+            "metrics": {m: s.to_dict() for m, s in summary.items()}}
+    path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,142 @@
+"""80 % intervals around an estimate's numbers, fitted on the validation table.
+
+data/intervals.toml holds, per interval group (memory, kv, decode, throughput, ttft,
+train_speed) and regime (the engine, or "training", optionally with the card family), the
+10th-90th percentile band of ln(measured / estimated) over the table's points. It is written
+by `python -m benchmarks.validation --fit` and checked by CI: on the table, the measured value
+falls inside the band 75-85 % of the time for each group. A band always contains the estimate
+itself, so a range never reads as if the point were outside it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_PATH = Path(__file__).resolve().parent.parent / "data" / "intervals.toml"
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One fitted band: ln(measured / estimated) lies in [q_low, q_high] for ~80 % of its rows."""
+
+    group: str
+    regime: str
+    q_low: float
+    q_high: float
+    rows: tuple[str, ...]  # validation point ids the band was fitted on
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.regime}"
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    cell: Cell
+
+
+Cells = Mapping[tuple[str, str], Cell]
+
+
+def _cell(raw: dict[str, object]) -> Cell:
+    q_low, q_high = float(raw["q_low"]), float(raw["q_high"])  # type: ignore[arg-type]
+    if not (math.isfinite(q_low) and math.isfinite(q_high) and q_low <= 0 <= q_high):
+        raise ValueError(f"intervals.toml: {raw['group']}/{raw['regime']} must have q_low <= 0 <= q_high")
+    return Cell(str(raw["group"]), str(raw["regime"]), q_low, q_high, tuple(raw.get("rows", ())))  # type: ignore[arg-type]
+
+
+def parse_cells(data: Mapping[str, object]) -> dict[tuple[str, str], Cell]:
+    cells = [_cell(raw) for raw in data.get("cell", [])]  # type: ignore[attr-defined]
+    return {(c.group, c.regime): c for c in cells}
+
+
+@functools.cache
+def fitted_cells() -> dict[tuple[str, str], Cell]:
+    with _PATH.open("rb") as fh:
+        return parse_cells(tomllib.load(fh))
+
+
+def regimes(base: str, family: str) -> tuple[str, ...]:
+    """Where to look, most specific first: engine (or "training") on this card family, then
+    the engine, then any."""
+    return (f"{base}/{family}", base, ANY)
+
+
+def find_cell(group: str, base: str, family: str, cells: Cells | None = None) -> Cell | None:
+    table = fitted_cells() if cells is None else cells
+    for regime in regimes(base, family):
+        cell = table.get((group, regime))
+        if cell is not None:
+            return cell
+    return None
+
+
+def band(value: float, cell: Cell, *, inverse: bool = False) -> Range:
+    """The interval around `value`. `inverse`: the value is a time where the group is a rate
+    (or the reverse), so the band flips."""
+    lo, hi = (-cell.q_high, -cell.q_low) if inverse else (cell.q_low, cell.q_high)
+    return Range(value * math.exp(lo), value * math.exp(hi), cell)
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+@dataclass(frozen=True)
+class Ranged:
+    """The bands of one estimate, by the JSON path of the number they bound."""
+
+    ranges: Mapping[str, Range]
+
+    def to_dict(self) -> dict[str, dict[str, float | str]]:
+        return {path: {"low": _sig(r.low), "high": _sig(r.high), "fitted": r.cell.key}
+                for path, r in self.ranges.items()}
+
+    def get(self, path: str) -> Range | None:
+        return self.ranges.get(path)
+
+
+# (JSON path, interval group, inverse): what each estimated number's band comes from.
+SERVING = (("memory.required", "memory", False), ("memory.kv_pool", "kv", False),
+           ("capacity.kv_tokens", "kv", False), ("capacity.max_concurrency", "kv", False),
+           ("capacity.max_context", "kv", False),
+           ("speed.decode_tokens_per_s", "decode", False), ("speed.tpot_s", "decode", True),
+           ("speed.throughput_tokens_per_s", "throughput", False),
+           ("speed.ttft_s", "ttft", False), ("speed.prefill_tokens_per_s", "ttft", True),
+           ("cost.per_million_tokens", "throughput", True))
+TRAINING = (("memory.required", "memory", False),
+            ("speed.tokens_per_s", "train_speed", False), ("speed.step_time_s", "train_speed", True),
+            ("speed.mfu", "train_speed", False), ("cost.per_million_tokens", "train_speed", True),
+            ("cost.per_run", "train_speed", True), ("cost.run_hours", "train_speed", True))
+
+
+def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, family: str,
+               caps: Mapping[str, float] | None = None, cells: Cells | None = None) -> Ranged:
+    """Bands for the numbers in `values` (JSON path -> estimate); `caps` bound a band's top
+    (a model's maximum context, for one)."""
+    base = "training" if training else engine
+    out: dict[str, Range] = {}
+    for path, group, inverse in (TRAINING if training else SERVING):
+        value = values.get(path)
+        cell = find_cell(group, base, family, cells)
+        if value is None or cell is None or not math.isfinite(value) or value <= 0:
+            continue
+        r = band(value, cell, inverse=inverse)
+        cap = (caps or {}).get(path)
+        out[path] = r if cap is None else Range(min(r.low, cap), min(r.high, cap), r.cell)
+    return Ranged(out)
+
+
+def fit_verdict(required: float, usable: float, high: float | None) -> str:
+    """fits: even the top of the memory band fits; tight: the estimate fits, the top does not."""
+    if required > usable:
+        return "does_not_fit"
+    return "tight" if high is not None and high > usable else "fits"
