@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -41,24 +42,101 @@ def render_estimate(r: dict[str, Any], lang: Lang, explain: bool = False) -> Non
         t.add_row(*row)
     if "kv_pool" in m:
         t.add_row("vLLM KV 池" if zh else "vLLM KV pool", fmt_gib(m["kv_pool"]), *([""] if explain else []))
-    t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]", f"[bold]{fmt_gib(m['required'])}[/]",
+    t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]",
+              f"[bold]{fmt_gib(m['required'])}[/]" + _band(r, "memory.required", lambda v: f"{v / 2**30:,.1f}"),
               *([""] if explain else []))
     t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), *([""] if explain else []))
     c.print(t)
     _render_verdict(c, r, zh)
 
 
-def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
+def _band(r: dict[str, Any], path: str, fmt: Callable[[float], str]) -> str:
+    """' (low-high)' for a number that has an 80 % band, else ''."""
+    b = r.get("ranges", {}).get(path)
+    return f" ({fmt(b['low'])}-{fmt(b['high'])})" if b else ""
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.3g}"
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1e3:,.0f}" if v >= 0.1 else f"{v * 1e3:,.3g}"
+
+
+def _verdict_line(r: dict[str, Any], zh: bool) -> str:
     head = r["headroom_bytes"]
+    top = r.get("ranges", {}).get("memory.required")
+    if r.get("fit") == "tight" and top:
+        return (f"[bold yellow]{'勉强放得下' if zh else 'TIGHT'}[/] — "
+                + (f"按估算余量 {fmt_gib(head)}，但按 80% 区间上限（{fmt_gib(top['high'], 1)}）放不下" if zh else
+                   f"fits at the estimate (headroom {fmt_gib(head)}), not at the top of its 80 % range "
+                   f"({fmt_gib(top['high'], 1)})"))
     if r["fits"]:
-        c.print(f"[bold green]{'放得下' if zh else 'FITS'}[/] — {'余量' if zh else 'headroom'} {fmt_gib(head)}")
-    else:
-        c.print(f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — {'还差' if zh else 'short by'} {fmt_gib(-head)}")
+        return f"[bold green]{'放得下' if zh else 'FITS'}[/] — {'余量' if zh else 'headroom'} {fmt_gib(head)}"
+    return f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — {'还差' if zh else 'short by'} {fmt_gib(-head)}"
+
+
+def _speed_lines(r: dict[str, Any], zh: bool) -> list[str]:
+    sp, cost = r.get("speed"), r.get("cost") or {}
+    out = []
+    if sp and "decode_tokens_per_s" in sp:
+        out.append(("单路解码 {d} token/s{db} · 总吞吐 {t} token/s{tb} · 首 token {f} ms{fb} · 每 token {p} ms{pb}"
+                     if zh else "decode {d} tok/s{db} per stream · throughput {t} tok/s{tb} · TTFT {f} ms{fb} · "
+                     "TPOT {p} ms{pb}")
+                    .format(d=_n(sp["decode_tokens_per_s"]), db=_band(r, "speed.decode_tokens_per_s", _n),
+                            t=_n(sp["throughput_tokens_per_s"]), tb=_band(r, "speed.throughput_tokens_per_s", _n),
+                            f=_ms(sp["ttft_s"]), fb=_band(r, "speed.ttft_s", _ms),
+                            p=_ms(sp["tpot_s"]), pb=_band(r, "speed.tpot_s", _ms)))
+    elif sp:
+        out.append(("训练 {t} token/s{tb} · 每步 {s} s{sb} · MFU {m:.0%}" if zh else
+                    "training {t} tok/s{tb} · step {s} s{sb} · MFU {m:.0%}")
+                   .format(t=_n(sp["tokens_per_s"]), tb=_band(r, "speed.tokens_per_s", _n),
+                           s=f"{sp['step_time_s']:,.3g}", sb=_band(r, "speed.step_time_s", lambda v: f"{v:,.3g}"),
+                           m=sp["mfu"]))
+    if cost:
+        money = f"{cost['per_hour']:,.2f} {cost['currency']}/h"
+        if cost.get("per_million_tokens") is not None:
+            money += (" · 每百万 token {v:,.2f}{b}" if zh else " · {v:,.2f} per million tokens{b}").format(
+                v=cost["per_million_tokens"], b=_band(r, "cost.per_million_tokens", lambda v: f"{v:,.2f}"))
+        if cost.get("per_run") is not None:
+            money += (" · 整次训练 {v:,.0f}{b}" if zh else " · {v:,.0f} per run{b}").format(
+                v=cost["per_run"], b=_band(r, "cost.per_run", lambda v: f"{v:,.0f}"))
+        out.append(money + f" ({cost['provider']}, {cost['as_of']})")
+    return out
+
+
+def _sources_line(r: dict[str, Any], zh: bool) -> str | None:
+    prov = r.get("provenance")
+    if not prov:
+        return None
+    inputs = prov["inputs"]
+    rates = (("实测 {s}" if zh else "measured in {s}").format(s=inputs["calibration"]["source"])
+             if "calibration" in inputs else ("数据手册 × data/efficiency.toml" if zh else
+                                              "datasheet x data/efficiency.toml"))
+    rows = sum(len(v) for v in prov.get("ranges", {}).get("rows", {}).values())
+    band = (("区间按 {n} 个公开实测拟合（validation/）" if zh else "ranges fitted on {n} published measurements "
+             "(validation/)").format(n=rows) if rows else ("无拟合区间" if zh else "no fitted ranges"))
+    return ("依据：显存为公式（模型配置 + 显卡手册）· 速度为公式（{r}）· {b}" if zh else
+            "sources: memory is a formula (model config + card datasheet) · speed a formula ({r}) · {b}"
+            ).format(r=rates, b=band)
+
+
+def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
+    c.print(_verdict_line(r, zh))
     cap = r.get("capacity")
     if cap:
-        c.print(("KV 容量 {t:,} token · 该上下文下最大并发 {n} · 该并发下最大上下文 {x:,}" if zh else
-                 "KV capacity {t:,} tokens · max concurrency at this context {n} · max context at this concurrency {x:,}")
-                .format(t=cap["kv_tokens"], n=cap["max_concurrency"], x=cap["max_context"]))
+        c.print(("KV 容量 {t:,} token{tb} · 该上下文下最大并发 {n}{nb} · 该并发下最大上下文 {x:,}{xb}" if zh else
+                 "KV capacity {t:,} tokens{tb} · max concurrency at this context {n}{nb} · max context at this "
+                 "concurrency {x:,}{xb}")
+                .format(t=cap["kv_tokens"], n=cap["max_concurrency"], x=cap["max_context"],
+                        tb=_band(r, "capacity.kv_tokens", _n), nb=_band(r, "capacity.max_concurrency", _n),
+                        xb=_band(r, "capacity.max_context", _n)))
+    for line in _speed_lines(r, zh):
+        c.print(line)
+    sources = _sources_line(r, zh)
+    if sources:
+        c.print(f"[dim]{sources}[/]")
     host = r.get("host", {})
     if host.get("cpu_ram") or host.get("nvme"):
         c.print(("需要主机内存 {a} · NVMe {b}" if zh else "host RAM needed {a} · NVMe {b}")

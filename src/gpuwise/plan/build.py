@@ -103,7 +103,8 @@ def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, o
         micro_batch=w.micro_batch, grad_accum=w.grad_accum, grad_ckpt=w.grad_ckpt,
         optimizer=w.optimizer, lora_rank=w.lora_rank if w.task in ("lora", "qlora") else None,
         image=choice.image, script=choice.script, workdir=choice.workdir, objective=objective,
-        breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, speed=c.speed, cost=c.cost,
+        breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, required_high=required_high(c),
+        speed=c.speed, cost=c.cost,
         reasons=reasons, notes=(*ck_notes, *notes), quality=quality[0], quality_sources=quality[1])
 
 
@@ -117,6 +118,16 @@ def quality_of(fmt: str) -> tuple[Text | None, tuple[str, ...]]:
     return q.summary, q.sources
 
 
+def required_high(c: Candidate) -> float | None:
+    """The top of the 80 % band of the candidate's required memory (estimate/ranges.py)."""
+    from gpuwise.estimate.ranges import ranges_for
+
+    d = c.deployment
+    band = ranges_for({"memory.required": c.memory.breakdown.required}, training=c.workload.is_training,
+                      engine=d.engine, family=d.card.family).get("memory.required")
+    return band.high if band else None
+
+
 def plan_notes(c: Candidate, near_limit: float) -> tuple[Text, ...]:
     """What the person signing the plan should know: memory headroom, the machine it needs
     (power, PCIe lanes, link reach) and the software stack of a non-CUDA card."""
@@ -124,7 +135,13 @@ def plan_notes(c: Candidate, near_limit: float) -> tuple[Text, ...]:
 
     out: list[Text] = []
     share = c.memory.breakdown.required / c.memory.usable if c.memory.usable else 0.0
-    if share > near_limit:
+    top = required_high(c)
+    if top is not None and top > c.memory.usable >= c.memory.breakdown.required:
+        out.append(Text(f"Tight: fits at the estimate, not at the top of its 80 % range ({top / GiB:,.1f} GiB of "
+                        f"{c.memory.usable / GiB:,.1f} GiB usable per GPU).",
+                        f"偏紧：按估算放得下，按 80% 区间上限（{top / GiB:,.1f} GiB，每卡可用 "
+                        f"{c.memory.usable / GiB:,.1f} GiB）放不下。"))
+    elif share > near_limit:
         out.append(Text(f"Uses {share:.0%} of the usable memory per GPU: little headroom for longer "
                         "prompts, fragmentation or an engine upgrade.",
                         f"占每卡可用显存的 {share:.0%}：更长的提示、碎片或引擎升级都可能放不下。"))

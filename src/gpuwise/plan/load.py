@@ -31,8 +31,10 @@ def _texts(items: tuple[Text, ...], key: str) -> dict[str, list[str]]:
 
 def plan_to_dict(p: Plan) -> dict[str, Any]:
     memory: dict[str, Any] = dict(p.breakdown.to_dict()) if p.breakdown else {}
-    memory.update(usable_bytes=round(p.usable_bytes), fits=True,
-                  share_of_usable=round(p.memory_share, 4), near_limit=p.memory_share > NEAR_LIMIT)
+    memory.update(usable_bytes=round(p.usable_bytes), fits=True, fit="tight" if p.tight else "fits",
+                  share_of_usable=round(p.memory_share, 4), near_limit=p.memory_share > NEAR_LIMIT or p.tight)
+    if p.required_high is not None:
+        memory["required_high"] = round(p.required_high)
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
         "card": p.card, "card_name": p.card_name,
@@ -230,6 +232,7 @@ def plan_from_dict(d: Any) -> Plan:
         script=_str(work, "script", None), workdir=_str(work, "workdir", None),
         objective=_str(d, "objective", "cost") or "cost", breakdown=_breakdown(mem),
         usable_bytes=_num(mem, "usable_bytes", 0.0, 0.0, 1e18),
+        required_high=_num(mem, "required_high", 0.0, 0.0, 1e18) if "required_high" in mem else None,
         speed=_typed(TrainSpeed if task in TRAIN_TASKS else InferSpeed, d.get("speed")),
         cost=_typed(Cost, d.get("cost")), reasons=_text_list(d, "reasons"), notes=_text_list(d, "notes"),
         quality=Text(_str(quality, "summary", "") or "", _str(quality, "summary_zh", "") or "")

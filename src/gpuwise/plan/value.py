@@ -104,6 +104,7 @@ class Plan:
     objective: str = "cost"
     breakdown: MemoryBreakdown | None = None
     usable_bytes: float = 0.0
+    required_high: float | None = None  # the top of the 80 % band of breakdown.required
     speed: InferSpeed | TrainSpeed | None = None
     cost: Cost | None = None
     reasons: tuple[Text, ...] = ()
@@ -159,6 +160,11 @@ class Plan:
         if self.breakdown is None or self.usable_bytes <= 0:
             return 0.0
         return self.breakdown.required / self.usable_bytes
+
+    @property
+    def tight(self) -> bool:
+        """Fits at the estimate, not at the top of its 80 % band (`gpuwise estimate`'s "tight")."""
+        return self.required_high is not None and self.required_high > self.usable_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """The plan object of `gpuwise plan --json` (docs/json.md)."""
