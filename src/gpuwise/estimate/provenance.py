@@ -74,7 +74,7 @@ def provenance(model: ModelArch, card: Card, *, training: bool, calibration: Any
     if "cost" in has:
         inputs["price"] = {"kind": "datasheet", "what": "price per GPU-hour",
                            "source": "the price list named by cost.provider and cost.as_of"}
-        values["cost"] = _formula("price per GPU-hour x GPUs; per token: / throughput", "price", "speed")
+        values["cost"] = _formula("price per GPU-hour x GPUs; per token: / the speed above", "price", "model", *rates)
     out: dict[str, Any] = {"inputs": inputs, "values": values}
     cells = {r.cell.key: r.cell for r in ranges.ranges.values()}
     if cells:

@@ -116,7 +116,10 @@ def _model_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
 def estimate(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str, Any]:
     kw = parse(items, _relaxed(estimate_spec()), strict=strict)
     with model_source(_model_kwargs(kw)) as args:
-        return service.estimate_json(service.EstimateRequest(**args))
+        out = service.estimate_json(service.EstimateRequest(**args))
+    if kw.get("config"):  # the temporary folder means nothing to the reader
+        out["provenance"]["inputs"]["model"]["source"] = "pasted config.json"
+    return out
 
 
 def plan(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str, Any]:

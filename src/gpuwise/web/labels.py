@@ -50,6 +50,13 @@ LABELS: dict[str, tuple[str, str]] = {
     "verdict": ("Verdict", "结论"),
     "fits": ("Fits", "放得下"),
     "no_fit": ("Does not fit", "放不下"),
+    "tight": ("Tight: fits at the estimate, not at the top of its 80 % range",
+              "偏紧：按估算放得下，按 80% 区间上限放不下"),
+    "sources": (("Sources: memory from the model config and the card datasheet; speed from {rates}; "
+                 "ranges fitted on {n} published measurements"),
+                "依据：显存按模型配置与显卡手册计算；速度依据 {rates}；区间按 {n} 个公开实测拟合"),
+    "rates_measured": ("measured rates in {file}", "{file} 中的实测值"),
+    "rates_datasheet": ("datasheet rates x data/efficiency.toml", "手册速率 × data/efficiency.toml"),
     "headroom": ("headroom", "余量"),
     "short_by": ("short by", "还差"),
     "per_gpu": ("per GPU", "每卡"),

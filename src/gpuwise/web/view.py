@@ -108,10 +108,20 @@ def scatter(plan: dict[str, Any], L: dict[str, str]) -> dict[str, Any]:
     return {"title": L["scatter_chart"], "x": L["cost_axis"], "y": L["speed_axis"], "points": points}
 
 
+def _sources(est: dict[str, Any], L: dict[str, str]) -> str:
+    prov = est["provenance"]
+    cal = prov["inputs"].get("calibration")
+    rates = L["rates_measured"].format(file=cal["source"]) if cal else L["rates_datasheet"]
+    rows = sum(len(v) for v in prov.get("ranges", {}).get("rows", {}).values())
+    return L["sources"].format(rates=rates, n=rows)
+
+
 def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[str, Any]:
     head = est["headroom_bytes"]
     what = f"{est['model']['name']} · {est['card']} × {est['gpus']} · {est['task']}"
-    detail = (f"{gib(est['memory']['required'])} GiB {L['required']} / {gib(est['usable_bytes'])} GiB "
+    band = (est.get("ranges") or {}).get("memory.required")
+    spread = f" ({gib(band['low'])}-{gib(band['high'])})" if band else ""
+    detail = (f"{gib(est['memory']['required'])}{spread} GiB {L['required']} / {gib(est['usable_bytes'])} GiB "
               f"{L['usable']} {L['per_gpu']} · " +
               (f"{L['headroom']} {gib(head)} GiB" if est["fits"] else f"{L['short_by']} {gib(-head)} GiB"))
     cap = est.get("capacity")
@@ -120,7 +130,9 @@ def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict
     lines += [*(_zh(est, "warnings", lang) or [])]
     note = _zh(est, "card_note", lang)
     lines += [note] if note else []
-    return {"ok": bool(est["fits"]), "head": L["fits"] if est["fits"] else L["no_fit"], "what": what,
+    lines += [_sources(est, L)] if est.get("provenance") else []
+    head = L["tight"] if est.get("fit") == "tight" else L["fits"] if est["fits"] else L["no_fit"]
+    return {"ok": bool(est["fits"]), "head": head, "what": what,
             "detail": detail, "lines": lines, "fixes": _zh(est, "suggestions", lang) or []}
 
 
