@@ -7,7 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.validation.fit import INTERVALS, coverage, fit_cells, residuals, write_intervals
+from benchmarks.validation.fit import (
+    INTERVALS,
+    MIN_CELL,
+    coverage,
+    fit_cells,
+    residuals,
+    write_intervals,
+)
 from benchmarks.validation.gate import BASELINE, gate_failures, load_baseline, write_baseline
 from benchmarks.validation.metrics import METRICS
 from benchmarks.validation.score import Scored, score, summarise
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     cover = coverage(scored, cells)
     print(f"\n{'group':14s} {'inside its 80 % band':>22s}")
     for group, (inside, n) in cover.items():
-        print(f"{group:14s} {inside:>10d}/{n:<4d} {inside / n:6.0%}")
+        print(f"{group:14s} {inside:>10d}/{n:<4d} {inside / n:6.0%}" + ("  (too few points to check)" if n < MIN_CELL else ""))
     print(f"\n{len(points)} points: {len(scored)} scored, {len(todo)} not yet expressible")
     for p in todo:
         print(f"  to do: {p.id}: {p.missing}")
