@@ -138,3 +138,15 @@ def test_a_card_that_fits_at_batch_n_fits_at_batch_1(n: int) -> None:
     d = Deployment(card=RTX4090, engine="transformers")
     if estimate_memory(LLAMA, Workload(context=4096, concurrency=n, weights="int4"), d).fits:
         assert estimate_memory(LLAMA, Workload(context=4096, weights="int4"), d).fits
+
+
+def test_a_shorter_context_is_only_suggested_when_it_still_holds_the_output() -> None:
+    # 70B FP8 on one H100 for 256 requests of 407 tokens (249 of them output): the KV pool holds
+    # ~200 tokens per request, so "shorten the context" would ask for less than the output.
+    from gpuwise.service import EstimateRequest, estimate_json
+
+    r = estimate_json(EstimateRequest(model="llama-3.1-70b", card="h100-sxm", weights="fp8", context=407,
+                                      output_tokens=249, concurrency=256))
+    assert not r["fits"]
+    assert not any("--context" in s for s in r["suggestions"])
+    assert any("--concurrency" in s for s in r["suggestions"])

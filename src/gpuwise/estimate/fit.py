@@ -31,7 +31,8 @@ def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResu
             yield Text(f"use {gpus} GPUs with tensor parallel (--gpus {gpus})",
                        f"用 {gpus} 张卡做张量并行（--gpus {gpus}）"), w, rep(d, gpus=gpus, tp=0)
     cap = mem.capacity
-    if cap is not None and 0 < cap.max_context < w.context:
+    # a shorter context must still hold the requested output (--output-tokens < --context)
+    if cap is not None and max(0, w.output_tokens or 0) < cap.max_context < w.context:
         yield Text(f"shorten the context to {cap.max_context:,} tokens (--context {cap.max_context})",
                    f"把上下文缩短到 {cap.max_context:,} token（--context {cap.max_context}）"), \
             rep(w, context=cap.max_context), d
