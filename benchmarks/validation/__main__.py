@@ -12,13 +12,14 @@ from benchmarks.validation.fit import (
     MIN_CELL,
     coverage,
     fit_cells,
+    held_out_coverage,
     residuals,
     write_intervals,
 )
 from benchmarks.validation.gate import BASELINE, gate_failures, load_baseline, write_baseline
 from benchmarks.validation.metrics import METRICS
 from benchmarks.validation.score import Scored, score, summarise
-from benchmarks.validation.table import ROOT, TableError, load_points
+from benchmarks.validation.table import ROOT, Point, TableError, load_points
 
 REPORT = ROOT / "validation-report.json"
 
@@ -41,6 +42,17 @@ def _print_points(scored: list[Scored]) -> None:
             continue
         flag = "" if s.passes else "  MUST-PASS FAILED"
         print(f"{p.id[:52]:52s} {p.metric:20s} {_shown(s.predicted, p.metric):>12s} {_shown(p.value, p.metric):>12s} {s.rel_error * 100:+7.1f}%{flag}")
+
+
+def _counts(points: list[Point]) -> dict[str, dict[str, list[int]]]:
+    """Points per card and per engine/framework: [scored, all]."""
+    out: dict[str, dict[str, list[int]]] = {"card": {}, "stack": {}}
+    for p in points:
+        for kind, key in (("card", p.card or "(not in the catalog)"), ("stack", p.stack)):
+            tally = out[kind].setdefault(key, [0, 0])
+            tally[0] += p.expressible
+            tally[1] += 1
+    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1][1])) for k, v in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,9 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         write_intervals(cells, len(scored))
         print(f"\nwrote {INTERVALS.relative_to(ROOT)} ({len(cells)} bands)")
     cover = coverage(scored, cells)
-    print(f"\n{'group':14s} {'inside its 80 % band':>22s}")
+    held = held_out_coverage(residuals(scored))
+    print(f"\n{'group':14s} {'inside its 80 % band':>22s} {'held out':>12s}")
     for group, (inside, n) in cover.items():
-        print(f"{group:14s} {inside:>10d}/{n:<4d} {inside / n:6.0%}" + ("  (too few points to check)" if n < MIN_CELL else ""))
+        a, b = held.get(group, (0, 0))
+        print(f"{group:14s} {inside:>10d}/{n:<4d} {inside / n:6.0%} {a:>6d}/{b:<4d} {a / b if b else 0:4.0%}"
+              + ("  (too few points to check)" if n < MIN_CELL else ""))
+    counts = _counts(points)
+    for kind, tally in counts.items():
+        print(f"\npoints per {kind} (scored/all): " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in tally.items()))
     print(f"\n{len(points)} points: {len(scored)} scored, {len(todo)} not yet expressible")
     for p in todo:
         print(f"  to do: {p.id}: {p.missing}")
@@ -78,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         "metrics": {m: s.to_dict() for m, s in summary.items()},
         "points": [{"id": s.point.id, "metric": s.point.metric, "measured": s.point.value,
                     "predicted": s.predicted, "error": s.error or None} for s in scored],
-        "coverage": {g: {"inside": a, "n": b} for g, (a, b) in cover.items()},
+        "coverage": {g: {"inside": a, "n": b, "held_out_inside": held.get(g, (0, 0))[0]}
+                     for g, (a, b) in cover.items()},
+        "counts": {kind: {k: {"scored": a, "all": b} for k, (a, b) in t.items()} for kind, t in counts.items()},
         "not_expressible": [{"id": p.id, "missing": p.missing} for p in todo],
     }, indent=1) + "\n", encoding="utf-8")
     if args.write_baseline:

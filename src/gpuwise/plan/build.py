@@ -124,7 +124,7 @@ def required_high(c: Candidate) -> float | None:
 
     d = c.deployment
     band = ranges_for({"memory.required": c.memory.breakdown.required}, training=c.workload.is_training,
-                      engine=d.engine, family=d.card.family).get("memory.required")
+                      engine=d.engine, family=d.card.family, task=c.workload.task).get("memory.required")
     return band.high if band else None
 
 
