@@ -148,3 +148,9 @@ def test_a_ranked_plan_re_estimated_with_its_own_settings_gives_the_same_verdict
     rate = "throughput_tokens_per_s" if task == "infer" else "tokens_per_s"
     assert est["speed"][rate] == pytest.approx(p.speed.to_dict()[rate], rel=1e-6)  # type: ignore[union-attr]
     assert est["cost"]["per_hour"] == pytest.approx(p.cost.per_hour)  # type: ignore[union-attr]
+    # the same 80 % bands and the same fit verdict as `gpuwise estimate`
+    saved = plan_to_dict(p)
+    for path, band in saved["ranges"].items():
+        assert est["ranges"][path]["low"] == pytest.approx(band["low"], rel=1e-5), path
+        assert est["ranges"][path]["high"] == pytest.approx(band["high"], rel=1e-5), path
+    assert saved["memory"]["fit"] == est["fit"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +27,24 @@ def _objective_cell(p: dict[str, Any], obj: dict[str, Any], zh: bool) -> str:
     if value is None:
         return "—"
     return f"{value:,.{0 if key == 'per_run' else 2}f}"
+
+
+_BANDS: tuple[tuple[str, str, str, Callable[[float], str], str], ...] = (  # path, labels, format, unit
+    ("memory.required", "memory/GPU", "每卡显存", lambda v: f"{v / 2**30:,.1f}", " GiB"),
+    ("speed.throughput_tokens_per_s", "throughput", "吞吐", lambda v: f"{v:,.0f}", " tok/s"),
+    ("speed.ttft_s", "TTFT", "首 token", lambda v: f"{v:,.2f}", "s"),
+    ("speed.tokens_per_s", "training", "训练", lambda v: f"{v:,.0f}", " tok/s"),
+    ("cost.per_million_tokens", "per M tokens", "每百万 token", lambda v: f"{v:,.2f}", ""),
+    ("cost.per_run", "per run", "整次训练", lambda v: f"{v:,.0f}", ""),
+)
+
+
+def _bands_line(p: dict[str, Any], zh: bool) -> str:
+    """The top plan's main numbers as 80 % bands: 'memory/GPU 8.9-10.4 GiB · ...'."""
+    ranges = p.get("ranges") or {}
+    shown = [f"{zh_label if zh else label} {fmt(ranges[path]['low'])}-{fmt(ranges[path]['high'])}{unit}"
+             for path, label, zh_label, fmt, unit in _BANDS if path in ranges]
+    return " · ".join(shown)
 
 
 def _gpus(p: dict[str, Any]) -> str:
@@ -83,6 +102,9 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
     c.print(t)
     for p in r["plans"][:1]:
         c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+        bands = _bands_line(p, zh)
+        if bands:
+            c.print("[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + bands)
         if p.get("quality"):
             q = p["quality"]
             c.print("[bold]" + ("质量：" if zh else "quality: ") + "[/]" + escape(q["summary_zh" if zh else "summary"]))

@@ -17,6 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.cost import Cost
+from gpuwise.estimate.speed import InferSpeed, TrainSpeed
+
 _PATH = Path(__file__).resolve().parent.parent / "data" / "intervals.toml"
 ANY = "*"
 
@@ -97,8 +101,11 @@ class Ranged:
     ranges: Mapping[str, Range]
 
     def to_dict(self) -> dict[str, dict[str, float | str]]:
-        return {path: {"low": _sig(r.low), "high": _sig(r.high), "fitted": r.cell.key}
-                for path, r in self.ranges.items()}
+        return {path: {"low": low, "high": high, "fitted": key} for path, low, high, key in self.bands()}
+
+    def bands(self) -> tuple[tuple[str, float, float, str], ...]:
+        """(path, low, high, band name) rows, rounded as the JSON shows them."""
+        return tuple((path, _sig(r.low), _sig(r.high), r.cell.key) for path, r in self.ranges.items())
 
     def get(self, path: str) -> Range | None:
         return self.ranges.get(path)
@@ -116,6 +123,27 @@ TRAINING = (("memory.required", "memory", False),
             ("speed.tokens_per_s", "train_speed", False), ("speed.step_time_s", "train_speed", True),
             ("speed.mfu", "train_speed", False), ("cost.per_million_tokens", "train_speed", True),
             ("cost.per_run", "train_speed", True), ("cost.run_hours", "train_speed", True))
+
+
+def estimate_values(mem: MemoryResult, speed: InferSpeed | TrainSpeed | None, cost: Cost | None) -> dict[str, float]:
+    """The numbers that get a band, by their path in the estimate JSON."""
+    values: dict[str, float | None] = {"memory.required": mem.breakdown.required,
+                                       "memory.kv_pool": mem.breakdown.kv_pool or None}
+    if mem.capacity is not None:
+        values |= {"capacity.kv_tokens": mem.capacity.kv_tokens,
+                   "capacity.max_concurrency": mem.capacity.max_concurrency,
+                   "capacity.max_context": mem.capacity.max_context}
+    if isinstance(speed, InferSpeed):
+        values |= {"speed.decode_tokens_per_s": speed.decode_tokens_per_s, "speed.tpot_s": speed.tpot_s,
+                   "speed.throughput_tokens_per_s": speed.throughput_tokens_per_s, "speed.ttft_s": speed.ttft_s,
+                   "speed.prefill_tokens_per_s": speed.prefill_tokens_per_s}
+    elif isinstance(speed, TrainSpeed):
+        values |= {"speed.tokens_per_s": speed.tokens_per_s, "speed.step_time_s": speed.step_time_s,
+                   "speed.mfu": speed.mfu}
+    if cost is not None:
+        values |= {"cost.per_million_tokens": cost.per_million_tokens, "cost.per_run": cost.per_run,
+                   "cost.run_hours": cost.run_hours}
+    return {k: float(v) for k, v in values.items() if v is not None}
 
 
 def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, family: str, task: str = "",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.estimate.memory_infer import tensor_parallel
+from gpuwise.estimate.ranges import Ranged, estimate_values, ranges_for
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.i18n import Text
 from gpuwise.plan.search import Candidate
@@ -90,6 +91,8 @@ def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, o
     per_node = (d.gpus * replicas) // nodes if infer else d.gpus
     deploy, quant, ck_notes = _checkpoint(model, c, choice)
     offloaded = c.memory.host.cpu_ram / max(d.gpus, 1) if infer else 0.0
+    ranged = candidate_ranges(c, model)
+    top = ranged.get("memory.required")
     return Plan(
         card_facts=card_facts(d.card, per_node), gpus_total=per_node * nodes, gpus_per_node=per_node,
         nodes=nodes, task=w.task, model=model.name, deploy_model=deploy, weights=w.weights,
@@ -103,8 +106,8 @@ def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, o
         micro_batch=w.micro_batch, grad_accum=w.grad_accum, grad_ckpt=w.grad_ckpt,
         optimizer=w.optimizer, lora_rank=w.lora_rank if w.task in ("lora", "qlora") else None,
         image=choice.image, script=choice.script, workdir=choice.workdir, objective=objective,
-        breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, required_high=required_high(c),
-        speed=c.speed, cost=c.cost,
+        breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, required_high=top.high if top else None,
+        ranges=ranged.bands(), speed=c.speed, cost=c.cost,
         reasons=reasons, notes=(*ck_notes, *notes), quality=quality[0], quality_sources=quality[1])
 
 
@@ -118,13 +121,16 @@ def quality_of(fmt: str) -> tuple[Text | None, tuple[str, ...]]:
     return q.summary, q.sources
 
 
-def required_high(c: Candidate) -> float | None:
-    """The top of the 80 % band of the candidate's required memory (estimate/ranges.py)."""
-    from gpuwise.estimate.ranges import ranges_for
-
+def candidate_ranges(c: Candidate, model: ModelArch | None = None) -> Ranged:
+    """The candidate's 80 % bands, as `gpuwise estimate` gives them (estimate/ranges.py)."""
     d = c.deployment
-    band = ranges_for({"memory.required": c.memory.breakdown.required}, training=c.workload.is_training,
-                      engine=d.engine, family=d.card.family, task=c.workload.task).get("memory.required")
+    return ranges_for(estimate_values(c.memory, c.speed, c.cost), training=c.workload.is_training,
+                      engine=d.engine, family=d.card.family, task=c.workload.task,
+                      caps={"capacity.max_context": model.max_context} if model else None)
+
+
+def required_high(c: Candidate) -> float | None:
+    band = candidate_ranges(c).get("memory.required")
     return band.high if band else None
 
 

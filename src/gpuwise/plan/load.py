@@ -46,6 +46,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                         "offload": p.offload, "cpu_offload_gb": round(p.cpu_offload_gb, 1)},
         "memory": memory,
         "speed": p.speed.to_dict() if p.speed else None,
+        "ranges": {path: {"low": low, "high": high, "fitted": key} for path, low, high, key in p.ranges},
         "cost": p.cost.to_dict() if p.cost else None,
         **_texts(p.reasons, "reasons"),
         **_texts(p.notes, "notes"),
@@ -233,12 +234,27 @@ def plan_from_dict(d: Any) -> Plan:
         objective=_str(d, "objective", "cost") or "cost", breakdown=_breakdown(mem),
         usable_bytes=_num(mem, "usable_bytes", 0.0, 0.0, 1e18),
         required_high=_num(mem, "required_high", 0.0, 0.0, 1e18) if "required_high" in mem else None,
+        ranges=_ranges(_section(d, "ranges")),
         speed=_typed(TrainSpeed if task in TRAIN_TASKS else InferSpeed, d.get("speed")),
         cost=_typed(Cost, d.get("cost")), reasons=_text_list(d, "reasons"), notes=_text_list(d, "notes"),
         quality=Text(_str(quality, "summary", "") or "", _str(quality, "summary_zh", "") or "")
         if quality.get("summary") else None,
         quality_sources=tuple(clean_text(str(s), 500) for s in sources) if isinstance(sources, list) else (),
     )
+
+
+def _ranges(section: Mapping[str, Any]) -> tuple[tuple[str, float, float, str], ...]:
+    """Bands read back: each finite, positive and low <= high, or the plan is refused."""
+    out = []
+    for path, band in section.items():
+        where = f"ranges.{clean_text(str(path), 80)}"
+        if not isinstance(band, Mapping):
+            raise _bad(where, band, "an object {low, high, fitted}", "对象 {low, high, fitted}")
+        low, high = _num(band, "low", 0.0, 0.0, 1e18), _num(band, "high", 0.0, 0.0, 1e18)
+        if not 0 < low <= high:
+            raise _bad(where, [low, high], "0 < low <= high", "0 < low <= high")
+        out.append((clean_text(str(path), 80), low, high, clean_text(str(band.get("fitted", "")), 80)))
+    return tuple(out)
 
 
 def _spot(d: Mapping[str, Any]) -> bool:

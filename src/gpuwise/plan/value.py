@@ -105,6 +105,7 @@ class Plan:
     breakdown: MemoryBreakdown | None = None
     usable_bytes: float = 0.0
     required_high: float | None = None  # the top of the 80 % band of breakdown.required
+    ranges: tuple[tuple[str, float, float, str], ...] = ()  # (JSON path, low, high, band) as estimate's
     speed: InferSpeed | TrainSpeed | None = None
     cost: Cost | None = None
     reasons: tuple[Text, ...] = ()
