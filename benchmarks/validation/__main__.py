@@ -16,10 +16,17 @@ from benchmarks.validation.fit import (
     residuals,
     write_intervals,
 )
-from benchmarks.validation.gate import BASELINE, gate_failures, load_baseline, write_baseline
+from benchmarks.validation.gate import (
+    BASELINE,
+    gate_failures,
+    load_baseline,
+    stale_bands,
+    write_baseline,
+)
 from benchmarks.validation.metrics import METRICS
 from benchmarks.validation.score import Scored, score, summarise
 from benchmarks.validation.table import ROOT, Point, TableError, load_points
+from gpuwise.estimate.ranges import fitted_cells
 
 REPORT = ROOT / "validation-report.json"
 
@@ -104,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_baseline:
         write_baseline(summary)
         print(f"wrote {BASELINE.relative_to(ROOT)}")
-    failures = gate_failures(scored, summary, cover, load_baseline()) if args.gate else \
+    failures = [*gate_failures(scored, summary, cover, load_baseline()),
+                *stale_bands(fit_cells(residuals(scored)), cells or fitted_cells())] if args.gate else \
         [f"{s.point.id}: outside its tolerance" for s in scored if not s.passes]
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)

@@ -9,6 +9,7 @@ from pathlib import Path
 from benchmarks.validation.fit import COVERAGE, MIN_CELL
 from benchmarks.validation.score import Scored, Summary
 from benchmarks.validation.table import ROOT
+from gpuwise.estimate.ranges import Cells
 
 BASELINE = ROOT / "validation" / "baseline.json"
 SLACK = 2.0  # percentage points a median or p90 may worsen before CI fails
@@ -25,6 +26,12 @@ def gate_failures(scored: list[Scored], summary: dict[str, Summary], cover: dict
             if now > base[stat] + SLACK:
                 failures.append(f"{metric}: {stat} {now:.1f}% is worse than the baseline {base[stat]:.1f}% "
                                 f"by more than {SLACK:g} points")
+            elif now < base[stat] - SLACK:
+                failures.append(f"{metric}: {stat} {now:.1f}% beats the baseline {base[stat]:.1f}%: record it "
+                                "with --write-baseline in the same commit")
+        if s.n != base.get("n", s.n):
+            failures.append(f"{metric}: {s.n} points scored, the baseline has {base['n']}: "
+                            "run --write-baseline after changing the table")
     for metric in sorted(set(baseline) - set(summary)):
         failures.append(f"{metric}: in the baseline but no point scored it")
     for s in scored:
@@ -37,6 +44,17 @@ def gate_failures(scored: list[Scored], summary: dict[str, Summary], cover: dict
             failures.append(f"{group}: the 80 % band holds {inside}/{n} = {inside / n:.0%} of the table's points "
                             f"(CI accepts {lo:.0%}-{hi:.0%}); refit with --fit")
     return failures
+
+
+def stale_bands(fresh: Cells, committed: Cells) -> list[str]:
+    """The committed bands must be the fit of the current model on the current table."""
+    out = []
+    for key in sorted(set(fresh) | set(committed)):
+        a, b = fresh.get(key), committed.get(key)
+        if a is None or b is None or (a.q_low, a.q_high, a.rows) != (b.q_low, b.q_high, b.rows):
+            out.append(f"src/gpuwise/data/intervals.toml band {'/'.join(key)} is not the fit of the current "
+                       "model and table: run python -m benchmarks.validation --fit")
+    return out
 
 
 def load_baseline(path: Path = BASELINE) -> dict[str, dict[str, float]]:
