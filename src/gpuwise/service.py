@@ -103,7 +103,7 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
     if req.calibration:
         from gpuwise.verify.calibration import load_calibration
 
-        calibration = load_calibration(Path(req.calibration))
+        calibration = load_calibration(Path(req.calibration), d.card)  # refused unless this card's
     if not 1 <= req.replicas <= 1024:
         raise InputError(Text(f"--replicas must be between 1 and 1,024; got {req.replicas}.",
                               f"--replicas 必须在 1 到 1,024 之间，实际为 {req.replicas}。"))
@@ -118,6 +118,8 @@ def estimate_json(req: EstimateRequest) -> dict[str, Any]:
     """The `gpuwise estimate --json` object."""
     result, note = run_estimate(req)
     out = result.to_dict()
+    if result.calibration is not None:
+        out["calibration"] = result.calibration.to_dict()
     if note is not None:
         out["card_note"] = note.en
         out["card_note_zh"] = note.zh

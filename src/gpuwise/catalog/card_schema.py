@@ -24,6 +24,7 @@ CARD_FIELDS: dict[str, FieldSpec] = {
     "architecture": _F("str", required=True),
     "form_factor": _F("str", required=True),
     "aliases": _F("strlist"),
+    "pci_device_ids": _F("strlist"),
     "memory_gb": _F("float", required=True, positive=True),
     "memory_cuda_gib": _F("float", required=True, positive=True),
     "memory_type": _F("str"),
@@ -64,7 +65,7 @@ CARD_FIELDS: dict[str, FieldSpec] = {
 
 # Fields that describe provenance or identity, not a measurable property: they cannot be
 # listed in `derived` / `unverified`.
-META_FIELDS = frozenset({"id", "name", "vendor", "aliases", "family", "verification",
+META_FIELDS = frozenset({"id", "name", "vendor", "aliases", "pci_device_ids", "family", "verification",
                          "sources", "derived", "unverified", "notes", "ecc_note"})
 
 AMBIGUOUS_FIELDS: dict[str, FieldSpec] = {

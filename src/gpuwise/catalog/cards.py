@@ -41,6 +41,7 @@ PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int
 SORT_KEYS: tuple[SortKey, ...] = ("bandwidth", "memory", "bf16", "fp8", "name", "price")
 SHIPPED_CARDS = Path(__file__).resolve().parent.parent / "data" / "cards.toml"
 CARD = Text("card", "显卡")
+_PCI_ID = re.compile(r"[0-9a-f]{4}:[0-9a-f]{4}")  # vendor:device, lower-case hex (lspci -nn)
 
 # Dense-rate field per precision; bf16/fp16/fp8 are FP32-accumulate (what training gets).
 _DENSE_FIELD: dict[str, str] = {
@@ -65,6 +66,7 @@ class Card:
     family: str
     sources: tuple[str, ...]
     aliases: tuple[str, ...] = ()
+    pci_device_ids: tuple[str, ...] = ()  # "10de:2330" (vendor:device); () = not known
     memory_type: str = ""
     fp32_tflops: float | None = None
     tf32_dense_tflops: float | None = None
@@ -314,6 +316,11 @@ def _card_from_row(row: Any, i: int, path: Path, cards: dict[str, Card], *, user
         if listed not in CARD_FIELDS or listed in META_FIELDS:
             raise data_error(path, where, f"'derived'/'unverified' name '{listed}', which is not a "
                              "spec field.", f"“derived”/“unverified”中的“{listed}”不是规格字段。")
+    for pci in values.get("pci_device_ids", ()):
+        if not _PCI_ID.fullmatch(pci):
+            raise data_error(path, where, f"pci_device_ids entry '{pci}' is not vendor:device in "
+                             "lower-case hex, like '10de:2330'.",
+                             f"pci_device_ids 中的“{pci}”不是小写十六进制的 vendor:device（如“10de:2330”）。")
     given = tuple(k for k in values if k != "id") if user else ()
     if "form_factor" in values:  # an unknown form factor is an error even with an override
         ff_max = _form_factor_max(values["form_factor"], path, where)

@@ -261,8 +261,7 @@ def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context
     opts = cost or CostOptions()
     speed = scale_out(speed_of(model, w, d, mem, calibration, opts.inter_node_gbps), replicas)
     if calibration is not None:
-        warnings.append(Text(f"Speeds use the measurements in {getattr(calibration, 'source', 'the calibration file')}.",
-                             f"速度采用 {getattr(calibration, 'source', '校准文件')} 中的实测值。"))
+        warnings.append(calibration.note)  # "Speeds calibrated from <file> (<card>, <date>)."
     return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
                     suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts, replicas),
                     calibrated=calibration is not None, replicas=replicas, calibration=calibration)

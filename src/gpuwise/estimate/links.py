@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.cards import Card
+from gpuwise.errors import InputError
+from gpuwise.i18n import Text
 from gpuwise.units import GB
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "efficiency.toml"
@@ -66,17 +69,31 @@ def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
     return rates if calibration is None else apply_calibration(rates, card, calibration)
 
 
+def _rate(name: str, value: Any) -> float | None:
+    """A calibration rate, or None when it has none; a value that is not a finite positive
+    number is refused (load_calibration also checks it against the datasheet)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise InputError(Text(f"Calibration {name} is {value!r}: a measured rate must be a finite positive number.",
+                              f"校准值 {name} 为 {value!r}：实测速率必须是有限的正数。"))
+    return float(value)
+
+
 def apply_calibration(rates: Rates, card: Card, cal: Any) -> Rates:
     """Measured bandwidth, matmul rate and link speed from `gpuwise verify --save` win."""
+    def measured(name: str) -> float | None:
+        return _rate(name, getattr(cal, name, None))
+
     peak = (card.dense_tflops("bf16") or 0) * 1e12
-    measured_flops = (getattr(cal, "matmul_flops_per_s", None) or {}).get("bf16")
-    scale = measured_flops / peak / rates.gemm if measured_flops and peak else 1.0
+    bf16 = _rate("matmul_flops_per_s[bf16]", (getattr(cal, "matmul_flops_per_s", None) or {}).get("bf16"))
+    scale = bf16 / peak / rates.gemm if bf16 and peak else 1.0
     return Rates(
-        mem_bw=getattr(cal, "mem_bw_bytes_per_s", None) or rates.mem_bw,
+        mem_bw=measured("mem_bw_bytes_per_s") or rates.mem_bw,
         gemm=rates.gemm * scale, prefill=rates.prefill * scale, mfu=rates.mfu * scale,
-        link_busbw=getattr(cal, "allreduce_busbw_bytes_per_s", None) or rates.link_busbw,
+        link_busbw=measured("allreduce_busbw_bytes_per_s") or rates.link_busbw,
         link_latency=rates.link_latency,
-        pcie_h2d=getattr(cal, "pcie_h2d_bytes_per_s", None) or rates.pcie_h2d, calibrated=True)
+        pcie_h2d=measured("pcie_h2d_bytes_per_s") or rates.pcie_h2d, calibrated=True)
 
 
 def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from gpuwise.verify.nvml import NotAvailable, Nvml, is_na
-from gpuwise.verify.raw import GpuSnapshot, LoadSample, ProcessInfo
+from gpuwise.verify.raw import GpuSnapshot, LoadSample, ProcessInfo, pci_id
 
 __all__ = [
     "cuda_version_str",
@@ -146,6 +146,17 @@ def _nvlink(nv: Nvml, h: Any) -> dict[str, Any]:
     return {"nvlink_up": up, "nvlink_down": down}
 
 
+def _pci_device_id(nv: Nvml, h: Any) -> Any:
+    """"10de:2330" from nvmlDeviceGetPciInfo's pciDeviceId (device << 16 | vendor)."""
+    pci = nv.query("nvmlDeviceGetPciInfo", h)
+    if is_na(pci):
+        return pci
+    combined = getattr(pci, "pciDeviceId", None)
+    if not isinstance(combined, int) or combined <= 0:
+        return NotAvailable("NVML PciInfo has no pciDeviceId")
+    return pci_id(combined)
+
+
 def _throttle(nv: Nvml, h: Any) -> Any:
     value = nv.query("nvmlDeviceGetCurrentClocksEventReasons", h)
     if is_na(value):  # drivers before the 535 rename
@@ -166,7 +177,7 @@ def read_gpu(nv: Nvml, index: int) -> GpuSnapshot:
     mig_current, mig_pending = _pair(nv.query("nvmlDeviceGetMigMode", h))
     slow = nv.const("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)
     return GpuSnapshot(
-        index=index, name=str(nv.query("nvmlDeviceGetName", h)),
+        index=index, name=str(nv.query("nvmlDeviceGetName", h)), pci_device_id=_pci_device_id(nv, h),
         uuid=nv.query("nvmlDeviceGetUUID", h), serial=nv.query("nvmlDeviceGetSerial", h),
         memory_total_bytes=mem if is_na(mem) else int(mem.total),
         vbios=nv.query("nvmlDeviceGetVbiosVersion", h),

@@ -5,7 +5,8 @@ saved evidence can be judged again later against another card or contract. Units
 in the field names; bandwidths are bytes per second, throughput FLOP/s. A reading a
 card could not give is `NotAvailable(reason)`, stored in JSON as `{"na": reason}`.
 
-Schema history: 1 = first release.
+Schema history: 1 = first release; `GpuSnapshot.pci_device_id` was added within 1 (a file
+saved before it loads with the field "not read").
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "evidence_from_dict",
     "evidence_to_dict",
     "load_evidence",
+    "pci_id",
     "save_evidence",
 ]
 
@@ -60,6 +62,7 @@ class GpuSnapshot:
 
     index: int
     name: str
+    pci_device_id: Any = NOT_READ  # "10de:2330": vendor:device, as `lspci -nn` prints it
     uuid: Any = NOT_READ
     serial: Any = NOT_READ
     memory_total_bytes: Any = NOT_READ
@@ -91,6 +94,12 @@ class GpuSnapshot:
     nvlink_up: Any = NOT_READ
     nvlink_down: Any = NOT_READ
     processes: Any = NOT_READ  # tuple[ProcessInfo, ...]
+
+
+def pci_id(combined: int) -> str:
+    """NVML's pciDeviceId / nvidia-smi's <pci_device_id> (0x233010DE: device in the upper 16
+    bits, vendor in the lower 16, nvml.h nvmlPciInfo_t) -> "10de:2330"."""
+    return f"{combined & 0xFFFF:04x}:{(combined >> 16) & 0xFFFF:04x}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from gpuwise.verify.nvml import NOT_ON_CARD, NotAvailable, is_na
-from gpuwise.verify.raw import GpuSnapshot, ProcessInfo
+from gpuwise.verify.raw import GpuSnapshot, ProcessInfo, pci_id
 
 __all__ = ["SmiXml", "load_reading_from_xml", "parse_smi_xml", "parse_topo_matrix", "run_smi"]
 
@@ -148,6 +148,17 @@ def _remap(gpu: ET.Element) -> dict[str, Any]:
     }
 
 
+def _pci_device_id(gpu: ET.Element) -> Any:
+    """"10de:2330" from <pci><pci_device_id>0x233010DE</pci_device_id> (device, then vendor)."""
+    value = _text(gpu, "pci/pci_device_id")
+    if is_na(value):
+        return value
+    try:
+        return pci_id(int(value, 16))
+    except ValueError:
+        return NotAvailable(f"cannot read '{value}'")
+
+
 def _gpu(index: int, gpu: ET.Element) -> GpuSnapshot:
     link = "pci/pci_gpu_link_info"
     unc_v, cor_v = _ecc_counts(gpu, "volatile")
@@ -155,7 +166,8 @@ def _gpu(index: int, gpu: ET.Element) -> GpuSnapshot:
     limit, default = _power(gpu)
     gpu_max = _num(gpu, f"{link}/pcie_gen/max_device_link_gen")
     return GpuSnapshot(
-        index=index, name=str(_text(gpu, "product_name")), uuid=_text(gpu, "uuid"),
+        index=index, name=str(_text(gpu, "product_name")), pci_device_id=_pci_device_id(gpu),
+        uuid=_text(gpu, "uuid"),
         serial=_text(gpu, "serial"), memory_total_bytes=_bytes(gpu, "fb_memory_usage/total"),
         vbios=_text(gpu, "vbios_version"),
         compute_capability=NotAvailable("nvidia-smi -q -x does not report it"),
