@@ -21,7 +21,7 @@ from gpuwise.verify.calibration import Calibration, load_calibration
 from gpuwise.verify.nvml import NotAvailable, Nvml
 from gpuwise.verify.raw import Evidence, load_evidence, save_evidence
 
-RAW = "tests/fixtures/verify/h100x8_raw.json"  # saved before GpuSnapshot had pci_device_id
+RAW = "tests/fixtures/verify/h100x8_raw.json"  # the verify tests' H100 SXM evidence
 SXM = "tests/fixtures/calibration/h100_sxm_raw.json"  # the same run, with device ids 10de:2330
 PCIE = "tests/fixtures/calibration/h100_pcie_raw.json"  # one H100 PCIe, 10de:2331
 
@@ -71,12 +71,17 @@ def test_an_estimate_without_calibration_has_no_calibration_object() -> None:
     assert "calibration" not in _estimate("h100-sxm")
 
 
-def test_a_file_saved_before_device_ids_still_loads_and_matches_on_name_with_a_not_checked_note() -> None:
-    assert all("pci_device_id" not in g for g in json.loads(Path(RAW).read_text())["gpus"])
-    out = _estimate("h100-sxm", RAW)
+def test_a_file_saved_before_device_ids_still_loads_and_matches_on_name_with_a_not_checked_note(
+        tmp_path: Path) -> None:
+    data = json.loads(Path(SXM).read_text(encoding="utf-8"))
+    for gpu in data["gpus"]:
+        del gpu["pci_device_id"]  # as `verify --save` wrote it before the field existed
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = _estimate("h100-sxm", path)
     assert out["calibrated"] and out["calibration"]["device_id_checked"] is False
     assert out["calibration"]["pci_device_id"] is None
-    note = next(w for w in out["warnings"] if RAW in w)
+    note = next(w for w in out["warnings"] if str(path) in w)
     assert "(H100 SXM5 80GB, 2026-01-15)" in note and "PCI device id was not checked" in note
     assert any("未核对 PCI 设备 ID" in w for w in out["warnings_zh"])
 
