@@ -20,7 +20,7 @@ from gpuwise.estimate.links import card_rates
 from gpuwise.estimate.memory_infer import infer_memory
 from gpuwise.estimate.memory_train import train_memory
 from gpuwise.estimate.provenance import provenance
-from gpuwise.estimate.ranges import Ranged, fit_verdict, ranges_for
+from gpuwise.estimate.ranges import Ranged, estimate_values, fit_verdict, ranges_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -56,26 +56,8 @@ class Estimate:
     @functools.cached_property
     def ranges(self) -> Ranged:
         """80 % bands (data/intervals.toml) for the numbers the estimate gives."""
-        mem, sp, cost = self.memory, self.speed, self.cost
-        values: dict[str, float | None] = {"memory.required": mem.breakdown.required,
-                                           "memory.kv_pool": mem.breakdown.kv_pool or None}
-        if mem.capacity is not None:
-            values |= {"capacity.kv_tokens": mem.capacity.kv_tokens,
-                       "capacity.max_concurrency": mem.capacity.max_concurrency,
-                       "capacity.max_context": mem.capacity.max_context}
-        if isinstance(sp, InferSpeed):
-            values |= {"speed.decode_tokens_per_s": sp.decode_tokens_per_s, "speed.tpot_s": sp.tpot_s,
-                       "speed.throughput_tokens_per_s": sp.throughput_tokens_per_s, "speed.ttft_s": sp.ttft_s,
-                       "speed.prefill_tokens_per_s": sp.prefill_tokens_per_s}
-        elif isinstance(sp, TrainSpeed):
-            values |= {"speed.tokens_per_s": sp.tokens_per_s, "speed.step_time_s": sp.step_time_s,
-                       "speed.mfu": sp.mfu}
-        if cost is not None:
-            values |= {"cost.per_million_tokens": cost.per_million_tokens, "cost.per_run": cost.per_run,
-                       "cost.run_hours": cost.run_hours}
-        return ranges_for({k: float(v) for k, v in values.items() if v is not None},
-                          training=self.workload.is_training, engine=self.deployment.engine,
-                          family=self.deployment.card.family,
+        return ranges_for(estimate_values(self.memory, self.speed, self.cost), training=self.workload.is_training,
+                          engine=self.deployment.engine, family=self.deployment.card.family, task=self.workload.task,
                           caps={"capacity.max_context": self.model.max_context})
 
     @property
