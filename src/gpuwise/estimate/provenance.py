@@ -39,7 +39,9 @@ def inputs_of(model: ModelArch, card: Card, calibration: Any) -> dict[str, Entry
     if calibration is not None:
         out["calibration"] = {"kind": "measured", "source": str(getattr(calibration, "source", "")),
                               "card": getattr(calibration, "card_name", None) or getattr(calibration, "card_id", None),
-                              "date": getattr(calibration, "collected_at", None)}
+                              "date": getattr(calibration, "collected_at", None),
+                              "pci_device_id": getattr(calibration, "pci_device_id", None),
+                              "device_id_checked": getattr(calibration, "device_id_checked", False)}
     else:
         out |= {"card_bandwidth": _card(card, "mem_bw_gbps", "memory bandwidth"),
                 "card_tensor_rate": _card(card, "bf16_dense_tflops", "dense tensor rates"),
@@ -81,4 +83,7 @@ def provenance(model: ModelArch, card: Card, *, training: bool, calibration: Any
         out["ranges"] = {"kind": "fitted", "what": "80 % band of ln(measured / estimated), per group and regime",
                          "source": "validation/points, fitted into data/intervals.toml",
                          "rows": {key: list(c.rows) for key, c in sorted(cells.items())}}
+        if calibration is not None:
+            out["ranges"]["note"] = ("fitted on estimates from datasheet rates; measured rates remove part of "
+                                     "the speed error, so these bands are wider than this estimate needs")
     return out
