@@ -53,7 +53,9 @@ class Metric:
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("weights", "bytes", _path("memory.weights"), "memory"),
     Metric("infer_peak", "bytes", _infer_peak, "memory", training=False),
-    Metric("train_peak", "bytes", _path("memory.required"), "memory", training=True),
+    Metric("train_peak", "bytes", _path("memory.required"), "memory", training=True),  # device total (nvidia-smi)
+    Metric("train_peak_allocated", "bytes", _path("memory.allocated_peak"), "memory", training=True),
+    Metric("train_peak_reserved", "bytes", _path("memory.reserved_peak"), "memory", training=True),
     Metric("kv_pool", "bytes", _path("memory.kv_pool"), "kv", training=False),
     Metric("kv_tokens", "tokens", _path("capacity.kv_tokens"), "kv", training=False),
     Metric("max_concurrency", "requests", _path("capacity.max_concurrency"), "kv", training=False),
