@@ -45,8 +45,16 @@ class EstimateRequest:
     grad_accum: int = 1
     replicas: int = 1
     prices_file: str | None = None
-    optimizer: str = "adamw"
-    grad_ckpt: str = "none"
+    # Training knobs: None takes the --framework's default (data/frameworks.toml).
+    framework: str = "hf"
+    optimizer: str | None = None
+    grad_ckpt: str | None = None
+    loss: str | None = None
+    activation_offload: bool | None = None
+    optimizer_in_backward: bool | None = None
+    packing: bool | None = None
+    compile: bool | None = None
+    float8: bool | None = None
     flash_attention: bool = True
     zero: int = 0
     lora_rank: int = 16
@@ -72,6 +80,22 @@ def _check_hub(hub: str) -> None:
                               f"--hub 只能是 auto、hf 或 modelscope，实际为“{hub}”。"))
 
 
+def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict[str, Any]:
+    """The Workload fields of a training run: the framework's defaults, each explicit flag
+    winning (an EstimateRequest or a PlanRequest). `--weights fp8` in training means Float8."""
+    from gpuwise.catalog.frameworks import KNOBS, find_framework, resolve_knobs
+
+    fw = find_framework(req.framework)
+    explicit = {k: getattr(req, k, None) for k in KNOBS}
+    if search_ckpt:
+        explicit["grad_ckpt"] = "none"  # the planner tries its own list
+    if req.task != "infer" and req.weights == "fp8" and explicit["float8"] is None:
+        explicit["float8"] = True
+    knobs, defaults = resolve_knobs(fw, req.task, multi_gpu=multi_gpu, explicit=explicit)
+    training = req.task != "infer"
+    return {**knobs, "framework": fw.id, "framework_defaults": defaults if training else ()}
+
+
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
     _check_hub(req.hub)
@@ -85,9 +109,8 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                  context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
                  max_num_batched_tokens=req.max_num_batched_tokens, seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
-                 optimizer=req.optimizer,  # type: ignore[arg-type]
-                 grad_ckpt=req.grad_ckpt, flash_attention=req.flash_attention,  # type: ignore[arg-type]
-                 lora_rank=req.lora_rank, lora_targets=targets)
+                 flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
+                 **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp, engine=req.engine,  # type: ignore[arg-type]
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
                    offload=req.offload, cpu_offload_gib=req.cpu_offload_gb,  # type: ignore[arg-type]
@@ -153,7 +176,8 @@ class PlanRequest:
     micro_batch: int = 1
     grad_accum: int | None = None
     global_batch: int | None = None  # sequences per optimizer step, kept fixed by the search
-    optimizer: str = "adamw"
+    framework: str = "hf"
+    optimizer: str | None = None
     grad_ckpt: str = "auto"  # auto: try none, then full recomputation
     lora_rank: int = 16
     budget: float | None = None  # per hour, or per run when train_tokens is given
@@ -258,8 +282,8 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
     w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
                  concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum or 1,
-                 optimizer=req.optimizer, lora_rank=req.lora_rank,  # type: ignore[arg-type]
-                 grad_ckpt="none" if req.grad_ckpt == "auto" else req.grad_ckpt)  # type: ignore[arg-type]
+                 lora_rank=req.lora_rank,
+                 **train_knobs(req, multi_gpu=False, search_ckpt=req.grad_ckpt == "auto"))
     if not w.is_training and req.context > model.max_context:
         raise InputError(Text(f"--context {req.context:,} exceeds {model.name}'s maximum of {model.max_context:,}.",
                               f"--context {req.context:,} 超过 {model.name} 的最大上下文 {model.max_context:,}。"))

@@ -122,7 +122,20 @@ def _sources_line(r: dict[str, Any], zh: bool) -> str | None:
             ).format(r=rates, b=band)
 
 
+def _framework_line(r: dict[str, Any], zh: bool) -> str | None:
+    fw = r.get("framework")
+    if not fw:
+        return None
+    shown = ", ".join(f"{k.replace('_', '-')} {v if not isinstance(v, bool) else ('on' if v else 'off')}"
+                      for k, v in fw["knobs"].items() if k in fw["defaults_applied"])
+    return (f"框架：{fw['name']} {fw['version']} 的默认设置（{shown}）；可用对应参数覆盖" if zh else
+            f"framework: {fw['name']} {fw['version']} defaults ({shown}); flags override them")
+
+
 def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
+    line = _framework_line(r, zh)
+    if line:
+        c.print(f"[dim]{line}[/]")
     c.print(_verdict_line(r, zh))
     cap = r.get("capacity")
     if cap:
@@ -183,8 +196,15 @@ def register(app: typer.Typer) -> None:
         grad_accum: Annotated[int, typer.Option("--grad-accum", help="Micro-batches per optimizer step.")] = 1,
         replicas: Annotated[int, typer.Option("--replicas", help="Serving engines behind a load balancer (each on --gpus).")] = 1,
         prices: Annotated[str | None, typer.Option("--prices", help="A price file (TOML, the config-dir format).")] = None,
-        optimizer: Annotated[str, typer.Option("--optimizer", help="adamw | adamw8bit | sgd | adafactor")] = "adamw",
-        grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="none | selective | full")] = "none",
+        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply: hf | hf-liger | llama-factory | unsloth | torchtune | deepspeed | torchtitan | megatron | ms-swift")] = "hf",
+        optimizer: Annotated[str | None, typer.Option("--optimizer", help="adamw | adamw8bit | paged-adamw8bit | sgd | adafactor (default: the framework's)")] = None,
+        grad_ckpt: Annotated[str | None, typer.Option("--grad-ckpt", help="none | full | selective | op-sac | every-N (default: the framework's)")] = None,
+        loss: Annotated[str | None, typer.Option("--loss", help="full | chunked | fused cross-entropy (default: the framework's)")] = None,
+        activation_offload: Annotated[bool | None, typer.Option("--activation-offload/--no-activation-offload", help="Offload saved activations to CPU RAM.")] = None,
+        optimizer_in_backward: Annotated[bool | None, typer.Option("--optimizer-in-backward/--no-optimizer-in-backward", help="Step each parameter as its gradient is ready (no full gradient buffer).")] = None,
+        compile_: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the model.")] = None,
+        packing: Annotated[bool | None, typer.Option("--packing/--no-packing", help="Pack sequences to the full --seq-len.")] = None,
+        float8: Annotated[bool | None, typer.Option("--float8/--no-float8", help="Float8 training matmuls (Hopper, Ada, Blackwell).")] = None,
         flash_attention: Annotated[bool, typer.Option("--flash-attention/--no-flash-attention")] = True,
         zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")] = 0,
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
@@ -213,7 +233,9 @@ def register(app: typer.Typer) -> None:
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, grad_accum=grad_accum, replicas=replicas, prices_file=prices,
-            optimizer=optimizer, grad_ckpt=grad_ckpt, flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
+            framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, loss=loss,
+            activation_offload=activation_offload, optimizer_in_backward=optimizer_in_backward,
+            compile=compile_, packing=packing, float8=float8, flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
             calibration=calibration, provider=provider, billing=billing, train_tokens=tokens,
             inter_node_gbps=inter_node_gbps)

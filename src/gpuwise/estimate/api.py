@@ -102,7 +102,22 @@ class Estimate:
             out["margin"] = _margin(self)
         if w.is_training:
             out["limits"] = training_limits(self.model, w, d)
+            out["framework"] = framework_dict(w)
         return out
+
+
+def framework_dict(w: Workload) -> dict[str, Any]:
+    """The framework a training estimate follows, and every default it took from it."""
+    from gpuwise.catalog.frameworks import find_framework
+
+    fw = find_framework(w.framework)
+    knobs = {"loss": w.loss, "grad_ckpt": w.grad_ckpt, "activation_offload": w.activation_offload,
+             "optimizer": w.optimizer, "optimizer_in_backward": w.optimizer_in_backward,
+             "packing": w.packing, "compile": w.compile, "float8": w.float8}
+    return {"id": fw.id, "name": fw.name, "version": fw.version, "launch": fw.launch,
+            "knobs": knobs, "defaults_applied": list(w.framework_defaults),
+            "adapter_dtype": fw.adapter_dtype, "master_weights": fw.master_weights,
+            "peak_reported": fw.peak_reported, "peak_note": fw.peak_note, "sources": list(fw.sources)}
 
 
 def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 
 from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.frameworks import Framework, find_framework
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.workload import Deployment, Workload
@@ -64,29 +65,48 @@ def _llamacpp_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[
             rep(w, weights=gguf), rep(d, engine="llamacpp", gpu_layers=layers)
 
 
+def _in_words(fw: Framework, key: str, flag: str) -> str:
+    """The gpuwise flag, and how the framework itself spells the switch when it has one."""
+    own = getattr(fw, key, None)
+    return f"{flag}; in {fw.name}: {own}" if own else flag
+
+
 def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
     rep = dataclasses.replace
+    fw = find_framework(w.framework)
     if w.grad_ckpt != "full":
-        yield Text("turn on full activation checkpointing (--grad-ckpt full)",
-                   "开启完整激活重计算（--grad-ckpt full）"), rep(w, grad_ckpt="full"), d
+        how = _in_words(fw, "fix_checkpointing", "--grad-ckpt full")
+        yield Text(f"turn on full activation checkpointing ({how})", f"开启完整激活重计算（{how}）"), \
+            rep(w, grad_ckpt="full"), d
+    if w.loss != "fused":
+        how = _in_words(fw, "fix_fused_loss", "--loss fused")
+        yield Text(f"use a fused linear cross-entropy, which never holds the logits ({how})",
+                   f"改用融合的线性交叉熵，不再保存 logits（{how}）"), rep(w, loss="fused"), d
+    if not w.activation_offload:
+        how = _in_words(fw, "fix_activation_offload", "--activation-offload")
+        yield Text(f"offload saved activations to CPU RAM ({how}; slower)",
+                   f"把保存的激活卸载到内存（{how}；较慢）"), rep(w, activation_offload=True), d
     if w.micro_batch > 1:
         yield Text("use micro-batch 1 with gradient accumulation (--micro-batch 1)",
                    "用 micro-batch 1 加梯度累积（--micro-batch 1）"), rep(w, micro_batch=1), d
     if w.optimizer == "adamw":
-        yield Text("use 8-bit AdamW (--optimizer adamw8bit)", "改用 8-bit AdamW（--optimizer adamw8bit）"), \
-            rep(w, optimizer="adamw8bit"), d
+        how = _in_words(fw, "fix_8bit_optimizer", "--optimizer paged-adamw8bit")
+        yield Text(f"use a paged 8-bit AdamW ({how})", f"改用分页 8-bit AdamW（{how}）"), \
+            rep(w, optimizer="paged-adamw8bit"), d
     for gpus in (2, 4, 8):
         if d.gpus < gpus <= d.card.max_gpus_per_node and w.task != "qlora":
-            yield Text(f"shard with ZeRO-3 / FSDP over {gpus} GPUs (--gpus {gpus} --zero 3)",
-                       f"用 ZeRO-3 / FSDP 切分到 {gpus} 张卡（--gpus {gpus} --zero 3）"), w, rep(d, gpus=gpus, zero=3)
+            how = _in_words(fw, "fix_sharding", f"--gpus {gpus} --zero 3")
+            yield Text(f"shard with ZeRO-3 / FSDP over {gpus} GPUs ({how})",
+                       f"用 ZeRO-3 / FSDP 切分到 {gpus} 张卡（{how}）"), w, rep(d, gpus=gpus, zero=3)
     if w.task in ("full", "pretrain"):
         yield Text("fine-tune with LoRA instead (--task lora)", "改用 LoRA 微调（--task lora）"), rep(w, task="lora"), d
     if w.task in ("full", "pretrain", "lora"):
         yield Text("use QLoRA on a 4-bit base (--task qlora)", "改用 4-bit 基座的 QLoRA（--task qlora）"), \
             rep(w, task="qlora"), rep(d, zero=min(d.zero, 2))
     if d.offload == "none" and w.task != "qlora":
-        yield Text("offload optimizer and weights to CPU RAM (--zero 3 --offload cpu)",
-                   "把优化器状态与权重卸载到内存（--zero 3 --offload cpu）"), w, rep(d, zero=3, offload="cpu")
+        how = _in_words(fw, "fix_optimizer_offload", "--zero 3 --offload cpu")
+        yield Text(f"offload optimizer and weights to CPU RAM ({how})",
+                   f"把优化器状态与权重卸载到内存（{how}）"), w, rep(d, zero=3, offload="cpu")
 
 
 def suggest_fixes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,

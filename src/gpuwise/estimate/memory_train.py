@@ -23,7 +23,7 @@ from gpuwise.i18n import Text
 # AdamW: fp32 master + m + v = 12 (ZeRO paper, K = 12). 8-bit Adam: master + two 1-byte states
 # (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"). SGD with momentum:
 # master + momentum. Adafactor: master + factored second moments (rows + cols, ~0).
-_OPTIMIZER_BYTES = {"adamw": 12.0, "adamw8bit": 6.0, "sgd": 8.0, "adafactor": 4.0}
+_OPTIMIZER_BYTES = {"adamw": 12.0, "adamw8bit": 6.0, "paged-adamw8bit": 6.0, "sgd": 8.0, "adafactor": 4.0}
 _MASTER = 4.0  # the fp32 master copy inside those figures (absent when adapters train in fp32)
 # fp32 logits for the loss: bf16 logits kept in the model output (2) + fp32 log-softmax saved
 # for backward (4) + fp32 gradient of the logits (4): transformers LlamaForCausalLM + F.cross_entropy.

@@ -6,18 +6,21 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuwise.catalog.cards import Card
+from gpuwise.catalog.frameworks import is_grad_ckpt
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 
 Task = Literal["infer", "full", "lora", "qlora", "pretrain"]
 Engine = Literal["vllm", "transformers", "llamacpp"]
-Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
-GradCkpt = Literal["none", "selective", "full"]
+Optimizer = Literal["adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor"]
+GradCkpt = str  # none | full | selective | op-sac | every-N (catalog.frameworks.is_grad_ckpt)
+Loss = Literal["full", "chunked", "fused"]
 Offload = Literal["none", "cpu", "nvme"]
 TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
 ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp")
-OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "sgd", "adafactor")
-GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full")
+OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
+GRAD_CKPT: tuple[str, ...] = ("none", "full", "selective", "op-sac", "every-2")  # every-N: any N
+LOSSES: tuple[Loss, ...] = ("full", "chunked", "fused")
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 MAX_TOKENS = 1 << 27
@@ -52,11 +55,24 @@ class Workload:
     flash_attention: bool = True
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS
+    # How the training framework keeps its tensors (data/frameworks.toml gives the defaults;
+    # `framework_defaults` names the knobs taken from it rather than from a flag).
+    framework: str = "hf"
+    loss: Loss = "full"
+    activation_offload: bool = False
+    optimizer_in_backward: bool = False
+    packing: bool = False
+    compile: bool = False
+    float8: bool = False
+    framework_defaults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _choice(self.task, TASKS, "--task")
         _choice(self.optimizer, OPTIMIZERS, "--optimizer")
-        _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")
+        _check(is_grad_ckpt(self.grad_ckpt),
+               f"--grad-ckpt must be none, full, selective, op-sac or every-N; got '{self.grad_ckpt}'.",
+               f"--grad-ckpt 只能是 none、full、selective、op-sac 或 every-N，实际为“{self.grad_ckpt}”。")
+        _choice(self.loss, LOSSES, "--loss")
         for flag, value in (("--context", self.context), ("--concurrency", self.concurrency),
                             ("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch),
                             ("--grad-accum", self.grad_accum),

@@ -105,6 +105,8 @@ def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, o
         max_num_batched_tokens=w.max_num_batched_tokens, seq_len=None if infer else w.seq_len,
         micro_batch=w.micro_batch, grad_accum=w.grad_accum, grad_ckpt=w.grad_ckpt,
         optimizer=w.optimizer, lora_rank=w.lora_rank if w.task in ("lora", "qlora") else None,
+        framework=w.framework, loss=w.loss, activation_offload=w.activation_offload,
+        optimizer_in_backward=w.optimizer_in_backward, packing=w.packing, compile=w.compile, float8=w.float8,
         image=choice.image, script=choice.script, workdir=choice.workdir, objective=objective,
         breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, required_high=top.high if top else None,
         ranges=ranged.bands(), speed=c.speed, cost=c.cost,

@@ -60,6 +60,9 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                      "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
                      "global_batch": p.global_batch if p.training else None,
                      "grad_ckpt": p.grad_ckpt, "optimizer": p.optimizer, "lora_rank": p.lora_rank,
+                     "framework": p.framework, "loss": p.loss, "activation_offload": p.activation_offload,
+                     "optimizer_in_backward": p.optimizer_in_backward, "packing": p.packing,
+                     "compile": p.compile, "float8": p.float8,
                      "script": p.script, "workdir": p.workdir},
         "card_info": p.card_facts.to_dict(),
         "mig_profile": p.mig_profile, "spot": p.spot, "image": p.image,
@@ -229,6 +232,10 @@ def plan_from_dict(d: Any) -> Plan:
         seq_len=_int(work, "seq_len", None), micro_batch=_int(work, "micro_batch", 1) or 1,
         grad_accum=_int(work, "grad_accum", 1) or 1, grad_ckpt=_str(work, "grad_ckpt", "none") or "none",
         optimizer=_str(work, "optimizer", "adamw") or "adamw", lora_rank=_int(work, "lora_rank", None),
+        framework=_str(work, "framework", "hf") or "hf", loss=_str(work, "loss", "full", ("full", "chunked", "fused")) or "full",
+        activation_offload=_flag(work, "activation_offload"),
+        optimizer_in_backward=_flag(work, "optimizer_in_backward"), packing=_flag(work, "packing"),
+        compile=_flag(work, "compile"), float8=_flag(work, "float8"),
         mig_profile=_str(d, "mig_profile", None), spot=_spot(d), image=_str(d, "image", None),
         script=_str(work, "script", None), workdir=_str(work, "workdir", None),
         objective=_str(d, "objective", "cost") or "cost", breakdown=_breakdown(mem),
@@ -255,6 +262,13 @@ def _ranges(section: Mapping[str, Any]) -> tuple[tuple[str, float, float, str], 
             raise _bad(where, [low, high], "0 < low <= high", "0 < low <= high")
         out.append((clean_text(str(path), 80), low, high, clean_text(str(band.get("fitted", "")), 80)))
     return tuple(out)
+
+
+def _flag(section: Mapping[str, Any], key: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise _bad(f"workload.{key}", value, "true or false", "true 或 false")
+    return value
 
 
 def _spot(d: Mapping[str, Any]) -> bool:

@@ -220,7 +220,7 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
 def _configurations(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[tuple[Workload, Deployment, int, int]]:
     for fmt in precisions(model, w, t):
         for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
-            w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)  # type: ignore[arg-type]
+            w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)
             if not w.is_training:
                 for d, replicas, nodes in _serving(model, w2, card, t):
                     yield w2, d, replicas, nodes

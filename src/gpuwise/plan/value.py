@@ -95,6 +95,13 @@ class Plan:
     grad_accum: int = 1
     grad_ckpt: str = "none"
     optimizer: str = "adamw"
+    framework: str = "hf"  # training: whose launch form and config the exports write
+    loss: str = "full"
+    activation_offload: bool = False
+    optimizer_in_backward: bool = False
+    packing: bool = False
+    compile: bool = False
+    float8: bool = False
     lora_rank: int | None = None
     mig_profile: str | None = None
     spot: bool = False

@@ -1,0 +1,153 @@
+"""Training frameworks as data: the defaults that decide a run's memory and speed.
+
+Data: src/gpuwise/data/frameworks.toml, one row per framework, every value sourced. `policy()`
+turns a framework and the user's explicit flags into the `TrainPolicy` an estimate uses, and
+names every default it took from the framework, so the output can say what it assumed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuwise.catalog._datafile import FieldSpec, check_row, data_error, read_toml, table_rows
+from gpuwise.errors import unknown_name
+from gpuwise.i18n import Text
+
+SHIPPED_FRAMEWORKS = Path(__file__).resolve().parent.parent / "data" / "frameworks.toml"
+
+LOSSES = ("full", "chunked", "fused")
+OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
+SHARDING = ("ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp2")
+PEAKS = ("allocated", "reserved", "nvidia-smi", "none")
+_EVERY = re.compile(r"^every-([1-9][0-9]?)$")
+FIXES = ("fix_checkpointing", "fix_activation_offload", "fix_fused_loss", "fix_8bit_optimizer",
+         "fix_optimizer_offload", "fix_sharding")
+
+
+def is_grad_ckpt(value: str) -> bool:
+    """none | full | selective (Megatron core attention) | op-sac (torchtitan) | every-N."""
+    return value in ("none", "full", "selective", "op-sac") or bool(_EVERY.match(value))
+
+
+def ckpt_every(value: str) -> int:
+    """For every-N: N (every Nth layer checkpointed); 1 for full; 0 otherwise."""
+    m = _EVERY.match(value)
+    return int(m.group(1)) if m else 1 if value == "full" else 0
+
+
+_F = FieldSpec
+FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
+    "id": _F("str", required=True), "name": _F("str", required=True), "version": _F("str", required=True),
+    "launch": _F("str", required=True), "loss": _F("str", required=True, choices=LOSSES),
+    "loss_chunks": _F("int", positive=True), "grad_ckpt": _F("str", required=True),
+    "grad_ckpt_pretrain": _F("str"), "activation_offload": _F("bool", required=True),
+    "optimizer": _F("str", required=True, choices=OPTIMIZERS), "optimizer_full": _F("str", choices=OPTIMIZERS),
+    "optimizer_in_backward": _F("bool", required=True), "optimizer_in_backward_full": _F("bool"),
+    "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
+    "master_weights": _F("str", required=True, choices=("fp32", "none")),
+    "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
+    "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
+    "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
+    "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
+    "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
+    **{k: _F("str") for k in FIXES},
+    "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
+}
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One row of frameworks.toml (docs/data-schema.md)."""
+
+    id: str
+    name: str
+    version: str
+    launch: str
+    loss: str
+    grad_ckpt: str
+    activation_offload: bool
+    optimizer: str
+    optimizer_in_backward: bool
+    adapter_dtype: str
+    master_weights: str
+    grads_dtype: str
+    sharding: str
+    fp32_sharded_params: bool
+    qlora_fsdp: bool
+    packing: bool
+    compile: bool
+    flash_attention: bool
+    peak_reported: str
+    peak_note: str
+    sources: tuple[str, ...]
+    loss_chunks: int = 8
+    grad_ckpt_pretrain: str | None = None
+    optimizer_full: str | None = None
+    optimizer_in_backward_full: bool | None = None
+    fix_checkpointing: str | None = None
+    fix_activation_offload: str | None = None
+    fix_fused_loss: str | None = None
+    fix_8bit_optimizer: str | None = None
+    fix_optimizer_offload: str | None = None
+    fix_sharding: str | None = None
+    unverified: tuple[str, ...] = ()
+    notes: str = ""
+
+
+def load_frameworks(path: Path) -> dict[str, Framework]:
+    doc = read_toml(path)
+    out: dict[str, Framework] = {}
+    for i, row in enumerate(table_rows(doc, "framework", path, {"schema_version", "framework"})):
+        row_id = row.get("id") if isinstance(row, dict) else None
+        where = Text(f"framework '{row_id}'", f"框架“{row_id}”") if isinstance(row_id, str) \
+            else Text(f"framework #{i + 1}", f"第 {i + 1} 个框架")
+        values = check_row(row, FRAMEWORK_FIELDS, path=path, where=where, require=True)
+        for key in ("grad_ckpt", "grad_ckpt_pretrain"):
+            if key in values and not is_grad_ckpt(values[key]):
+                raise data_error(path, where, f"{key} '{values[key]}' is not none, full, selective, op-sac or every-N.",
+                                 f"{key}“{values[key]}”不是 none、full、selective、op-sac 或 every-N。")
+        if values["id"] in out:
+            raise data_error(path, where, "the id appears twice.", "id 重复出现。")
+        out[values["id"]] = Framework(**values)
+    return out
+
+
+@functools.cache
+def frameworks() -> dict[str, Framework]:
+    """The shipped frameworks by id, read once."""
+    return load_frameworks(SHIPPED_FRAMEWORKS)
+
+
+def find_framework(name: str) -> Framework:
+    table = frameworks()
+    found = table.get(name.strip().lower())
+    if found is None:
+        raise unknown_name(Text("framework", "训练框架"), name, list(table), "gpuwise estimate --help")
+    return found
+
+
+KNOBS = ("loss", "grad_ckpt", "activation_offload", "optimizer", "optimizer_in_backward", "packing",
+         "compile", "float8")
+
+
+def resolve_knobs(fw: Framework, task: str, *, multi_gpu: bool,
+                  explicit: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The framework's defaults for `task` with each explicit (non-None) flag winning, and the
+    names of the knobs that came from the framework (for the output to say so)."""
+    full = task in ("full", "pretrain")
+    ckpt = fw.grad_ckpt_pretrain if (task == "pretrain" or multi_gpu and full) and fw.grad_ckpt_pretrain \
+        else fw.grad_ckpt
+    in_bwd = fw.optimizer_in_backward_full if full and fw.optimizer_in_backward_full is not None \
+        else fw.optimizer_in_backward
+    base: dict[str, Any] = {
+        "loss": fw.loss, "grad_ckpt": ckpt, "activation_offload": fw.activation_offload,
+        "optimizer": (fw.optimizer_full or fw.optimizer) if full else fw.optimizer,
+        "optimizer_in_backward": in_bwd, "packing": fw.packing, "compile": fw.compile, "float8": False,
+    }
+    chosen = {k: explicit[k] for k in KNOBS if explicit.get(k) is not None}
+    return {**base, **chosen}, tuple(k for k in KNOBS if k not in chosen and k != "float8")
