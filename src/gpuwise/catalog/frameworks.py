@@ -50,6 +50,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "optimizer_in_backward": _F("bool", required=True), "optimizer_in_backward_full": _F("bool"),
     "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
     "master_weights": _F("str", required=True, choices=("fp32", "none")),
+    "master_weights_full": _F("str", choices=("fp32", "none")),
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
@@ -86,6 +87,7 @@ class Framework:
     peak_note: str
     sources: tuple[str, ...]
     loss_chunks: int = 8
+    master_weights_full: str | None = None
     grad_ckpt_pretrain: str | None = None
     optimizer_full: str | None = None
     optimizer_in_backward_full: bool | None = None
@@ -97,6 +99,12 @@ class Framework:
     fix_sharding: str | None = None
     unverified: tuple[str, ...] = ()
     notes: str = ""
+
+
+def master_weights_for(fw: Framework, task: str) -> str:
+    """fp32 (a master copy in the optimizer) or none (pure bf16) for this task."""
+    full = task in ("full", "pretrain")
+    return fw.master_weights_full if full and fw.master_weights_full else fw.master_weights
 
 
 def load_frameworks(path: Path) -> dict[str, Framework]:
