@@ -30,11 +30,18 @@ class Rates:
     mem_bw: float  # achievable device-memory bytes/s
     gemm: float  # fraction of dense peak for large GEMMs
     prefill: float  # fraction of dense peak for a serving prefill
-    mfu: float  # training model-FLOPs utilisation
-    link_busbw: float  # NCCL bus bandwidth between GPUs of a node, bytes/s
+    mfu: float  # training model-FLOPs utilisation (the old one-constant model; kept for reference)
+    link_busbw: float  # NCCL ring bus bandwidth between GPUs of a node (all-gather, reduce-scatter), bytes/s
     link_latency: float  # seconds per small collective
     pcie_h2d: float  # host <-> device bytes/s
+    train_gemm: float = 0.0  # fraction of dense peak a training step's large matmuls sustain (0: use gemm)
+    allreduce_busbw: float = 0.0  # NCCL all-reduce bus bandwidth (NVLS where the node has it; 0: ring)
     calibrated: bool = False
+
+    @property
+    def allreduce(self) -> float:
+        """All-reduce bus bandwidth: NVLink SHARP where the node has it, the ring figure otherwise."""
+        return self.allreduce_busbw or self.link_busbw
 
 
 def _pcie_rate(card: Card) -> float:
@@ -58,6 +65,16 @@ def _link(card: Card, gpus: int) -> tuple[float, float]:
     return pcie, links["pcie_latency_s"]
 
 
+def _nvls_busbw(card: Card, gpus: int, ring: float) -> float:
+    """NVLink SHARP (NVLS) all-reduce on an NVSwitch node of 2+ GPUs of a family that has it
+    (Hopper NVSwitch gen 3): the switch reduces, so the busbw passes the ring figure. 0 when absent."""
+    nvls = efficiency_table()["links"]["nvls"]
+    if card.family not in nvls["families"] or card.interconnect != "nvlink" or not card.interconnect_bw_gbps \
+            or not 2 <= gpus <= card.interconnect_max_gpus or card.interconnect_max_gpus < 4:
+        return 0.0
+    return max(ring, card.interconnect_bw_gbps / 2 * float(nvls["allreduce_busbw_fraction"]) * GB)
+
+
 def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
     """Achievable rates for `card` in a node of `gpus`; a verify calibration replaces the
     assumed fractions."""
@@ -65,7 +82,9 @@ def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
     fam = table.get(card.family, table["default"])
     busbw, latency = _link(card, gpus)
     rates = Rates(mem_bw=card.mem_bw_gbps * GB * fam["bw"], gemm=fam["gemm"], prefill=fam["prefill"],
-                  mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card))
+                  mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card),
+                  train_gemm=float(fam.get("train_gemm", fam["gemm"])),
+                  allreduce_busbw=_nvls_busbw(card, gpus, busbw))
     return rates if calibration is None else apply_calibration(rates, card, calibration)
 
 
@@ -88,12 +107,17 @@ def apply_calibration(rates: Rates, card: Card, cal: Any) -> Rates:
     peak = (card.dense_tflops("bf16") or 0) * 1e12
     bf16 = _rate("matmul_flops_per_s[bf16]", (getattr(cal, "matmul_flops_per_s", None) or {}).get("bf16"))
     scale = bf16 / peak / rates.gemm if bf16 and peak else 1.0
+    # verify measures an all-reduce: it replaces the all-reduce figure, and the ring figure moves with it
+    allreduce = measured("allreduce_busbw_bytes_per_s")
+    link_scale = allreduce / rates.allreduce if allreduce else 1.0
     return Rates(
         mem_bw=measured("mem_bw_bytes_per_s") or rates.mem_bw,
         gemm=rates.gemm * scale, prefill=rates.prefill * scale, mfu=rates.mfu * scale,
-        link_busbw=measured("allreduce_busbw_bytes_per_s") or rates.link_busbw,
+        link_busbw=rates.link_busbw * link_scale,
         link_latency=rates.link_latency,
-        pcie_h2d=measured("pcie_h2d_bytes_per_s") or rates.pcie_h2d, calibrated=True)
+        pcie_h2d=measured("pcie_h2d_bytes_per_s") or rates.pcie_h2d,
+        train_gemm=rates.train_gemm * scale,
+        allreduce_busbw=rates.allreduce_busbw * link_scale if rates.allreduce_busbw else 0.0, calibrated=True)
 
 
 def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
@@ -101,3 +125,11 @@ def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> f
     if n <= 1:
         return 0.0
     return latency + 2 * (n - 1) / n * n_bytes / busbw
+
+
+def allgather_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
+    """All-gather (or reduce-scatter) of `n_bytes` in all: (n-1)/n x bytes at bus bandwidth
+    (nccl-tests PERFORMANCE.md); half an all-reduce, and never NVLS-accelerated."""
+    if n <= 1:
+        return 0.0
+    return latency + (n - 1) / n * n_bytes / busbw

@@ -3,8 +3,7 @@
 Decode reads the weights in use (for MoE, the experts the batch touches) plus every
 sequence's KV each step: time = max(bytes / bandwidth, FLOPs / compute) + per-step overhead,
 plus two all-reduces per layer under tensor parallel and weights streamed over PCIe when
-offloaded. Training: FLOPs per token (6N, 8N with full recompute; PaLM appendix B adds the
-attention term) at the card family's MFU, plus the exposed part of gradient communication.
+offloaded. Training lives in speed_train.py (re-exported here for callers of this module).
 """
 
 from __future__ import annotations
@@ -18,9 +17,12 @@ from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table
 from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
+from gpuwise.estimate.speed_train import TrainSpeed, train_speed
 from gpuwise.estimate.weights import checkpoint_format, weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.units import GB
+
+__all__ = ["InferSpeed", "TrainSpeed", "compute_precision", "infer_speed", "train_speed"]
 
 
 @dataclass(frozen=True)
@@ -31,18 +33,6 @@ class InferSpeed:
     ttft_s: float
     tpot_s: float
     bound: str  # "memory" | "compute" | "communication" | "offload"
-    step_breakdown_s: dict[str, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-@dataclass(frozen=True)
-class TrainSpeed:
-    step_time_s: float
-    tokens_per_s: float  # the whole job
-    mfu: float
-    scaling_efficiency: float  # vs n x one GPU without communication
     step_breakdown_s: dict[str, float]
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,64 +127,3 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, pr
     msg = prompt * model.hidden_size * 2.0
     t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency) + t_offload
     return prompt / t, t
-
-
-def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
-                inter_node_gbps: float = 100.0) -> TrainSpeed:
-    """Step time, tokens/s and MFU of one optimizer step over all GPUs: micro-batch x
-    accumulation steps x DP ranks. The gradient all-reduce and the optimizer's offload traffic
-    happen once per step, so accumulation amortises them (tensor-parallel traffic does not)."""
-    p = count_params(model)
-    n_gpus = d.gpus * d.nodes
-    tokens_step = w.seq_len * w.micro_batch * w.grad_accum * n_gpus / ((d.tp or 1) * d.pp)
-    attn = 12 * model.num_layers * model.q_dim * w.seq_len / 2  # PaLM app. B, halved for causal masks
-    model_flops = 6 * p.active + attn
-    factor = {"full": 8 / 6}.get(w.grad_ckpt, 1.0)  # full recompute repeats the forward
-    if w.task in ("lora", "qlora"):
-        factor *= 4 / 6  # no weight gradients for the frozen base: forward + input gradients
-    hardware_factor = factor  # FLOPs the GPUs really execute, per model FLOP
-    if w.task == "qlora":
-        factor *= efficiency_table()["overheads"]["qlora_slowdown"]
-    peak = _peak_flops(d, "bf16")
-    t_compute = tokens_step * model_flops * factor / (n_gpus * peak * r.mfu)
-    t_comm = _train_comm_seconds(model, w, d, r, inter_node_gbps)
-    # only the last micro-batch's backward (~2/3 of its compute) can hide the step's all-reduce
-    overlap = efficiency_table()["overheads"]["dp_overlap"] * t_compute / w.grad_accum * 2 / 3
-    exposed = max(0.0, t_comm - overlap)
-    t_offload = _offload_seconds(model, w, d, r, mem)
-    step = t_compute + exposed + t_offload
-    return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
-                      mfu=tokens_step * model_flops * hardware_factor / (step * n_gpus * peak),
-                      scaling_efficiency=t_compute / step,
-                      step_breakdown_s={"compute": t_compute, "communication": t_comm,
-                                        "communication_exposed": exposed, "offload": t_offload})
-
-
-def _train_comm_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, inter_node_gbps: float) -> float:
-    """DP all-reduce of bf16 gradients (ZeRO-3: all-gather weights twice + reduce-scatter grads,
-    1.5x the volume, ZeRO paper s.7), intra-node at bus bandwidth, across nodes over the NICs."""
-    from gpuwise.estimate.memory_train import lora_params
-
-    tp = d.tp or 1
-    trainable = lora_params(model, w.lora_rank, w.lora_targets) if w.task in ("lora", "qlora") \
-        else count_params(model).total
-    grad_bytes = trainable * (4.0 if w.task in ("lora", "qlora") else 2.0) / tp
-    volume = 1.5 if d.zero == 3 else 1.0
-    dp_local = max(1, d.gpus // (tp * d.pp))
-    t = volume * allreduce_seconds(grad_bytes, dp_local, r.link_busbw, r.link_latency)
-    if d.nodes > 1:  # hierarchical: each node ships 2(N-1)/N of the whole gradient over its NICs
-        t += volume * 2 * (d.nodes - 1) / d.nodes * grad_bytes / (inter_node_gbps / 8 * GB)
-    if tp > 1:  # Megatron TP: 4 all-reduces of activations per layer per micro-batch (fwd + bwd)
-        msg = w.seq_len * w.micro_batch * model.hidden_size * 2.0
-        t += w.grad_accum * 4 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency)
-    return t
-
-
-def _offload_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, mem: MemoryResult) -> float:
-    """ZeRO-Offload: grads down and weights up over PCIe (2 + 2 bytes per parameter), plus CPU Adam."""
-    if d.offload == "none":
-        return 0.0
-    n = count_params(model).total / max(1, d.gpus)
-    bw = float(efficiency_table()["links"]["nvme_gbps"]) * GB if d.offload == "nvme" else r.pcie_h2d
-    cpu = float(efficiency_table()["overheads"]["cpu_adam_params_per_s"])
-    return 4.0 * n / bw + count_params(model).total / d.nodes / cpu

@@ -1,0 +1,272 @@
+"""Training speed that follows the work: one optimizer step, part by part.
+
+Per micro-batch on one GPU (its TP share of its pipeline stage's layers): matmul FLOPs at a
+GEMM efficiency that depends on the GEMM's shape; recompute by checkpoint policy; element-wise,
+loss and dequantisation traffic at achievable memory bandwidth; tensor-parallel collectives,
+partly hidden where the framework overlaps them. Per step: micro-batches x that, the pipeline
+bubble, the optimizer update (memory-bound), the exposed data-parallel traffic and offload.
+Constants: data/efficiency.toml [training] and each family's `train_gemm`, each with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.frameworks import ckpt_every, find_framework
+from gpuwise.catalog.params import ParamBreakdown, count_params
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.units import GB
+
+ADAPTER_TASKS = ("lora", "qlora")
+
+
+@dataclass(frozen=True)
+class TrainSpeed:
+    step_time_s: float
+    tokens_per_s: float  # the whole job, real (unpadded) tokens
+    mfu: float  # model FLOPs (6N + attention; 4N for adapters; no recompute) / (step x bf16 peak)
+    scaling_efficiency: float  # vs n x one GPU without communication or bubble
+    step_breakdown_s: dict[str, float]  # adds up to step_time_s
+    communication_s: dict[str, float] = field(default_factory=dict)  # totals before overlap
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    tp: int
+    pp: int
+    dp: int  # data-parallel ranks in all
+    dp_local: int  # of them inside one node
+    micro_batches: int  # per optimizer step per DP rank (= the pipeline's micro-batches)
+    tokens_mb: float  # tokens one GPU computes per micro-batch (padding included)
+    real_share: float  # of them, real tokens
+
+
+def _table() -> dict[str, Any]:
+    return dict(efficiency_table()["training"])
+
+
+def _layout(w: Workload, d: Deployment) -> _Layout:
+    tp, pp = d.tp or 1, d.pp
+    dp_local = max(1, d.gpus // (tp * pp))
+    dp = max(1, d.gpus * d.nodes // (tp * pp))
+    pad = 0.0 if w.packing or w.task == "pretrain" else _table()["unpacked_pad_max"] * (1 - 1 / w.micro_batch)
+    return _Layout(tp=tp, pp=pp, dp=dp, dp_local=dp_local, micro_batches=w.grad_accum,
+                   tokens_mb=float(w.seq_len * w.micro_batch), real_share=1 - pad)
+
+
+def gemm_efficiency(r: Rates, tokens: float, hidden: int, tp: int) -> float:
+    """The large-GEMM training fraction, lower for short (few tokens) or narrow (hidden / TP) GEMMs."""
+    t = _table()
+    width = hidden / tp
+    large = r.train_gemm or r.gemm
+    return float(large * tokens / (tokens + t["gemm_tokens_half"]) * width / (width + t["gemm_width_half"]))
+
+
+def _peak(d: Deployment, precision: str) -> float:
+    rate = d.card.dense_tflops("fp8") if precision == "fp8" else None
+    return (rate or d.card.dense_tflops("bf16") or d.card.dense_tflops("fp16") or d.card.fp32_tflops or 1.0) * 1e12
+
+
+def _flops_per_token(model: ModelArch, w: Workload, p: ParamBreakdown) -> dict[str, float]:
+    """Whole-model FLOPs per token: linear forward 2N, backward 4N (2N without weight gradients
+    for a frozen base); causal attention 2 x layers x q_dim x seq forward, twice that backward
+    (PaLM app. B, halved for the causal mask); recompute by policy."""
+    lin_f = 2.0 * p.active
+    lin_b = (2.0 if w.task in ADAPTER_TASKS else 4.0) * p.active
+    attn_f = 2.0 * model.num_layers * model.q_dim * w.seq_len
+    every = ckpt_every(w.grad_ckpt)
+    if w.grad_ckpt == "selective":  # Megatron selective: core attention recomputed
+        re_lin, re_attn = 0.0, attn_f
+    elif w.grad_ckpt == "op-sac":  # torchtitan op SAC: every second matmul recomputed, SDPA saved
+        re_lin, re_attn = 0.5 * lin_f, 0.0
+    elif every:  # full (N = 1) or every Nth layer: that share's forward again
+        re_lin, re_attn = lin_f / every, attn_f / every
+    else:
+        re_lin, re_attn = 0.0, 0.0
+    return {"lin": lin_f + lin_b, "attn": 3 * attn_f, "re_lin": re_lin, "re_attn": re_attn,
+            "re_share": (re_lin + re_attn) / (lin_f + attn_f)}
+
+
+def _expert_share(model: ModelArch, p: ParamBreakdown) -> float:
+    """Share of the active linear FLOPs that run in routed experts."""
+    if model.moe is None or not p.active:
+        return 0.0
+    return p.experts * model.moe.experts_per_token / model.moe.num_experts / p.active
+
+
+def _intermediate(model: ModelArch, p: ParamBreakdown) -> float:
+    """Active MLP width per layer: the active MLP/expert weights over 3 x hidden (gate, up, down)."""
+    mlp = p.active - p.attention - p.embedding - p.positions - p.lm_head - p.norms - p.router - p.vision
+    return max(0.0, mlp) / (3 * model.hidden_size * model.num_layers)
+
+
+def _traffic_per_token(model: ModelArch, w: Workload, p: ParamBreakdown, re_share: float) -> float:
+    """Element-wise bytes per token over the whole model (norms, residuals, RoPE, SwiGLU; eager
+    attention scores without flash attention; Float8 casts), forward + recompute + backward."""
+    t = _table()
+    h = model.hidden_size
+    fwd = t["elementwise_bytes_per_hidden"] * h + t["elementwise_bytes_per_intermediate"] * _intermediate(model, p)
+    if w.compile:
+        fwd *= t["compile_traffic_factor"]
+    if not w.flash_attention:  # counted fwd + bwd already: scale to the forward's share
+        fwd += t["eager_attention_bytes_per_head_key"] * model.num_heads * w.seq_len / 3
+    if w.float8:  # inputs of qkv, o, gate/up, down and their output gradients
+        fwd += t["float8_cast_bytes_per_element"] * (2 * h + model.q_dim + _intermediate(model, p))
+    per_layer = fwd * (1 + t["backward_traffic_factor"] + re_share)
+    loss = t["loss_bytes_per_vocab"][w.loss] * model.vocab_size
+    return float(per_layer * model.num_layers + loss)
+
+
+def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout) -> dict[str, float]:
+    """One micro-batch on one GPU: compute, recompute, memory-bound and TP seconds."""
+    p = count_params(model)
+    f = _flops_per_token(model, w, p)
+    share = lay.tokens_mb / (lay.tp * lay.pp)  # a GPU computes 1/tp of 1/pp of the model per token
+    eff = gemm_efficiency(r, lay.tokens_mb, model.hidden_size, lay.tp)
+    fp8 = w.float8 and d.card.dense_tflops("fp8") is not None
+    lin_rate = _peak(d, "fp8" if fp8 else "bf16") * eff
+    attn_rate = _peak(d, "bf16") * eff * (_table()["flash_attention_share"] if w.flash_attention else 1.0)
+    # routed experts each see only k/E of the tokens: their GEMMs are short (uniform routing)
+    moe_share, eff_moe = _expert_share(model, p), eff
+    if model.moe is not None:
+        routed = lay.tokens_mb * model.moe.experts_per_token / model.moe.num_experts
+        eff_moe = gemm_efficiency(r, routed, model.hidden_size, lay.tp)
+    lin_rate *= 1 / ((1 - moe_share) + moe_share * eff / eff_moe)
+    compute = share * (f["lin"] / lin_rate + f["attn"] / attn_rate)
+    recompute = share * (f["re_lin"] / lin_rate + f["re_attn"] / attn_rate)
+    mem = share * _traffic_per_token(model, w, p, f["re_share"]) / r.mem_bw
+    if w.task == "qlora":  # NF4 -> bf16 before each forward, backward and recomputed forward
+        n_dequant = 2 + f["re_share"]
+        mem += n_dequant * p.linear / (lay.tp * lay.pp) * _table()["dequant_bytes_per_param"] / r.mem_bw
+    if fp8:  # weights cast once per micro-batch for forward and backward
+        mem += 2 * p.linear / (lay.tp * lay.pp) * _table()["float8_cast_bytes_per_element"] / r.mem_bw
+    tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
+    return {"compute": compute, "recompute": recompute, "memory_bound": mem,
+            "tp_total": tp_total, "tp_comm": tp_exposed}
+
+
+def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share: float,
+                busy: float) -> tuple[float, float]:
+    """Megatron TP: 2 all-reduces of the activations per layer forward, 2 backward, 2 more for a
+    recomputed forward, each stage over its own layers only; the framework may hide a share."""
+    if lay.tp <= 1:
+        return 0.0, 0.0
+    msg = lay.tokens_mb * model.hidden_size * 2.0  # bf16 hidden state per token
+    count = (4 + 2 * re_share) * model.num_layers / lay.pp
+    total = count * allreduce_seconds(msg, lay.tp, r.allreduce, r.link_latency)
+    t = _table()
+    overlap = float(t["tp_overlap"].get(w.framework, 0.0))
+    if w.framework in t["tp_overlap_needs_compile"] and not w.compile:
+        overlap = 0.0
+    return total, max(total - overlap * busy, (1 - overlap) * total)
+
+
+def _trainable(model: ModelArch, w: Workload) -> int:
+    from gpuwise.estimate.memory_train import lora_params
+
+    if w.task in ADAPTER_TASKS:
+        return lora_params(model, w.lora_rank, w.lora_targets)
+    return count_params(model).total
+
+
+def _optimizer_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout) -> float:
+    """The update reads and writes every state of the parameters this GPU holds (ZeRO >= 1 shards
+    them over DP); with CPU/NVMe offload the CPU does it (counted under offload)."""
+    if d.offload != "none":
+        return 0.0
+    t = _table()
+    held = _trainable(model, w) / (lay.tp * lay.pp * (lay.dp if d.zero >= 1 else 1))
+    return float(held * (t["optimizer_bytes_per_param"][w.optimizer] + t["grad_clip_bytes_per_param"]) / r.mem_bw)
+
+
+def _dp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout,
+                inter_node_gbps: float) -> tuple[float, bool]:
+    """Data-parallel traffic per step, and whether it recurs every micro-batch (ZeRO-3/FSDP:
+    all-gather weights for forward and backward, reduce-scatter grads, each micro-batch; ZeRO 0-2:
+    one gradient all-reduce per step, NVLS where the node has it). Across nodes the ring runs at
+    the slower of NVLink and the node's NICs (nccl-tests PERFORMANCE.md bus bandwidth)."""
+    if lay.dp <= 1:
+        return 0.0, False
+    fw = find_framework(w.framework)
+    grad_bytes = 4.0 if w.task in ADAPTER_TASKS or fw.grads_dtype == "fp32" else 2.0
+    trainable = _trainable(model, w) / (lay.tp * lay.pp)
+    nic = inter_node_gbps / 8 * GB
+    nodes = max(1, lay.dp // lay.dp_local)
+    if d.zero == 3 and w.task not in ADAPTER_TASKS:
+        weights = count_params(model).total / (lay.tp * lay.pp) * 2.0
+        local = 2 * allgather_seconds(weights, lay.dp_local, r.link_busbw, r.link_latency) \
+            + allgather_seconds(trainable * grad_bytes, lay.dp_local, r.link_busbw, r.link_latency)
+        inter = (nodes - 1) / nodes * (2 * weights + trainable * grad_bytes) / nic
+        return max(local, inter), True
+    busbw = r.allreduce if d.zero == 0 else r.link_busbw  # ZeRO-1/2: reduce-scatter + all-gather
+    local = allreduce_seconds(trainable * grad_bytes, lay.dp_local, busbw, r.link_latency)
+    inter = 2 * (nodes - 1) / nodes * trainable * grad_bytes / nic
+    return max(local, inter), False
+
+
+def _offload_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout,
+                     busy_mb: float) -> float:
+    """ZeRO-Offload: grads down and weights up over PCIe (2 + 2 bytes per parameter) plus CPU Adam;
+    activation offload: saved tensors down and back each micro-batch, partly under compute."""
+    links = efficiency_table()["links"]
+    t = 0.0
+    if d.offload != "none":
+        n = count_params(model).total / max(1, d.gpus)
+        bw = float(links["nvme_gbps"]) * GB if d.offload == "nvme" else r.pcie_h2d
+        cpu = float(efficiency_table()["overheads"]["cpu_adam_params_per_s"])
+        t += 4.0 * n / bw + count_params(model).total / d.nodes / cpu
+    if w.activation_offload:
+        per_hidden = _table()["offload_bytes_per_hidden"]["none" if w.grad_ckpt == "none" else "checkpointed"]
+        moved = 2 * lay.tokens_mb * model.hidden_size * per_hidden * model.num_layers / (lay.tp * lay.pp)
+        t += lay.micro_batches * max(0.0, moved / r.pcie_h2d - _table()["fsdp_overlap"] * busy_mb)
+    return t
+
+
+def pipeline_bubble(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
+    """Idle share of a 1F1B pipeline: (pp - 1) / (m + pp - 1); interleaving v virtual stages per GPU
+    divides the warm-up and cool-down by v (Narayanan et al. 2021, s.2.2)."""
+    idle = (pp - 1) / virtual_stages
+    return idle / (micro_batches + idle)
+
+
+def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
+                inter_node_gbps: float = 100.0, virtual_stages: int = 1) -> TrainSpeed:
+    """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x accumulation
+    x DP ranks), with the step broken into the parts that add up to it."""
+    lay = _layout(w, d)
+    mb = _micro_batch(model, w, d, r, lay)
+    m = lay.micro_batches
+    busy_mb = mb["compute"] + mb["recompute"] + mb["memory_bound"]
+    stage_mb = busy_mb + mb["tp_comm"]
+    bubble = (d.pp - 1) / virtual_stages * stage_mb if d.pp > 1 else 0.0
+    dp_total, per_mb = _dp_seconds(model, w, d, r, lay, inter_node_gbps)
+    table = efficiency_table()
+    if per_mb:  # FSDP prefetch: each micro-batch's gathers and scatters hide under its own compute
+        dp_total *= m
+        dp_exposed = max(0.0, dp_total - _table()["fsdp_overlap"] * busy_mb * m)
+    else:  # bucketed all-reduce under the last micro-batch's backward (~2/3 of its compute)
+        dp_exposed = max(0.0, dp_total - table["overheads"]["dp_overlap"] * busy_mb * 2 / 3)
+    parts = {"compute": m * mb["compute"], "recompute": m * mb["recompute"],
+             "memory_bound": m * mb["memory_bound"] + _optimizer_seconds(model, w, d, r, lay),
+             "tp_comm": m * mb["tp_comm"], "dp_comm_exposed": dp_exposed, "pp_bubble": bubble,
+             "offload": _offload_seconds(model, w, d, r, lay, busy_mb)}
+    step = sum(parts.values())
+    tokens_step = lay.tokens_mb * lay.real_share * m * lay.dp
+    p = count_params(model)
+    attn = 6 * model.num_layers * model.q_dim * w.seq_len  # 12 x layers x q_dim x seq / 2 (causal)
+    model_flops = (4 if w.task in ADAPTER_TASKS else 6) * p.active + attn
+    n_gpus = d.gpus * d.nodes
+    return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
+                      mfu=tokens_step * model_flops / (step * n_gpus * _peak(d, "bf16")),
+                      scaling_efficiency=(m * busy_mb + parts["memory_bound"] - m * mb["memory_bound"]) / step,
+                      step_breakdown_s=parts,
+                      communication_s={"dp_total": dp_total, "dp_exposed": dp_exposed,
+                                       "tp_total": m * mb["tp_total"], "tp_exposed": m * mb["tp_comm"],
+                                       "inter_node_gbps": float(inter_node_gbps) if d.nodes > 1 else 0.0})

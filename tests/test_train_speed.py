@@ -1,0 +1,92 @@
+"""Training speed follows the work: bandwidth, bubbles, collectives, shapes and dequantisation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuwise.catalog.cards import resolve_card
+from gpuwise.estimate.links import allgather_seconds, allreduce_seconds, card_rates
+from gpuwise.estimate.speed_train import gemm_efficiency, pipeline_bubble
+from gpuwise.service import EstimateRequest, estimate_json
+
+PARTS = ("compute", "recompute", "memory_bound", "tp_comm", "dp_comm_exposed", "pp_bubble", "offload")
+
+
+def speed(**kw: Any) -> dict[str, Any]:
+    return dict(estimate_json(EstimateRequest(**kw))["speed"])
+
+
+def test_the_step_breakdown_adds_up_to_the_step_time() -> None:
+    s = speed(model="llama-3.1-8b", card="h100-sxm", gpus=8, nodes=2, task="pretrain", zero=3, seq_len=4096)
+    assert set(s["step_breakdown_s"]) == set(PARTS)
+    assert sum(s["step_breakdown_s"].values()) == pytest.approx(s["step_time_s"], rel=1e-5)
+    assert s["communication_s"]["dp_total"] > 0  # shown even when hidden under compute
+
+
+def test_a100_40gb_is_slower_than_80gb_on_an_optimizer_heavy_full_fine_tune() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.2-1b", "task": "full", "seq_len": 1024, "optimizer": "adamw"}
+    small, large = speed(card="a100-40gb-sxm", **kw), speed(card="a100-80gb-sxm", **kw)
+    assert small["step_time_s"] > 1.05 * large["step_time_s"]
+    assert small["step_breakdown_s"]["compute"] == pytest.approx(large["step_breakdown_s"]["compute"])
+
+
+def test_the_pipeline_bubble_shrinks_as_micro_batches_grow() -> None:
+    assert pipeline_bubble(4, 4) == pytest.approx(3 / 7)
+    assert pipeline_bubble(4, 32) < pipeline_bubble(4, 8) < pipeline_bubble(4, 4)
+    assert pipeline_bubble(4, 8, virtual_stages=4) < pipeline_bubble(4, 8)
+    kw: dict[str, Any] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "tp": 2, "pp": 4,
+                          "task": "lora", "seq_len": 4096}
+    shares = [speed(grad_accum=m, **kw) for m in (4, 16, 64)]
+    bubble = [s["step_breakdown_s"]["pp_bubble"] / s["step_time_s"] for s in shares]
+    assert bubble[0] > bubble[1] > bubble[2] > 0
+
+
+def test_nvls_all_reduce_is_faster_than_the_ring_on_8_h100_sxm() -> None:
+    r = card_rates(resolve_card("h100-sxm").card, gpus=8)
+    assert r.allreduce > 1.2 * r.link_busbw  # ~475 vs ~370 GB/s busbw
+    grads = 16e9
+    assert allreduce_seconds(grads, 8, r.allreduce, r.link_latency) < \
+        allreduce_seconds(grads, 8, r.link_busbw, r.link_latency)
+    # all-gather / reduce-scatter stay at the ring figure; A100 (no NVLS) has one figure for both
+    assert allgather_seconds(grads, 8, r.link_busbw, 0.0) == pytest.approx(7 / 8 * grads / r.link_busbw)
+    a100 = card_rates(resolve_card("a100-80gb-sxm").card, gpus=8)
+    assert a100.allreduce == a100.link_busbw
+
+
+@pytest.mark.parametrize("card", ["a100-80gb-sxm", "h100-sxm"])
+def test_4_nvlink_cards_scale_3_5x_while_4_rtx_4090_over_pcie_stay_under_1_7x(card: str) -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "task": "full", "zero": 3, "seq_len": 2048}
+    def scaling(c: str) -> float:
+        return float(speed(card=c, gpus=4, **kw)["tokens_per_s"] / speed(card=c, gpus=1, **kw)["tokens_per_s"])
+    assert scaling("rtx-4090") < 1.7
+    assert scaling(card) >= 3.5
+
+
+def test_a_qlora_step_is_slower_than_lora_by_the_dequantisation_share() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "card": "a100-80gb-sxm", "seq_len": 2048, "micro_batch": 2,
+                          "grad_ckpt": "full"}
+    lora, qlora = speed(task="lora", **kw), speed(task="qlora", **kw)
+    extra = qlora["step_time_s"] - lora["step_time_s"]
+    dequant = qlora["step_breakdown_s"]["memory_bound"] - lora["step_breakdown_s"]["memory_bound"]
+    assert extra > 0
+    assert extra == pytest.approx(dequant, abs=1e-5)  # to_dict rounds to 6 decimals
+    assert extra / lora["step_time_s"] < 0.15  # bandwidth-bound, not the old flat 1.3x
+
+
+def test_small_batch_gemm_efficiency_is_below_large_batch() -> None:
+    r = card_rates(resolve_card("h100-sxm").card)
+    assert gemm_efficiency(r, 256, 4096, 1) < gemm_efficiency(r, 8192, 4096, 1) <= r.train_gemm
+    assert gemm_efficiency(r, 8192, 4096, 8) < gemm_efficiency(r, 8192, 4096, 1)
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "card": "h100-sxm", "task": "lora", "seq_len": 512}
+    assert speed(micro_batch=1, **kw)["mfu"] < speed(micro_batch=16, packing=True, **kw)["mfu"]
+
+
+def test_compile_and_float8_make_a_step_faster_on_a_card_with_fp8() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "card": "h100-sxm", "gpus": 8, "task": "pretrain", "zero": 3,
+                          "seq_len": 8192, "micro_batch": 2}
+    eager, compiled = speed(**kw), speed(compile=True, **kw)
+    fp8 = speed(compile=True, float8=True, **kw)
+    assert eager["tokens_per_s"] < compiled["tokens_per_s"] < fp8["tokens_per_s"]
+    assert fp8["mfu"] < 1.0  # MFU stays against the bf16 peak
