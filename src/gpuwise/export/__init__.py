@@ -1,6 +1,8 @@
 """Export a chosen plan as ready-to-use settings in each tool's own vocabulary.
 
-`emit(plan, target)` takes the planner's frozen `Plan` and returns text: a
+`emit(plan, target)` takes the planner's frozen `Plan` and returns text: the training
+framework's own form (target `framework`: `tune run`, `swift sft`, a LLaMA-Factory YAML, a
+torchtitan TOML, an Unsloth script, a Megatron line; export/framework.py), a
 `vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task
 or SkyServe service, a dstack configuration, Kubernetes manifests, a Ray driver script, or a
 `docker run` line. Presentation only: the
@@ -19,6 +21,7 @@ from gpuwise.export import (
     deepspeed,
     docker,
     dstack,
+    framework,
     k8s,
     ray,
     skypilot,
@@ -30,10 +33,13 @@ from gpuwise.i18n import Text
 
 __all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "target_key", "targets_for"]
 
+# The tools; `framework` (the plan's own training framework's form) is listed first for
+# training plans and accepted everywhere a target is.
 TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray",
            "docker")
 INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray", "docker")
-TRAINING_TARGETS = ("deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray")
+TRAINING_TARGETS = ("framework", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s",
+                    "ray")
 # Other spellings users type for a target.
 _ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepspeed",
             "dstack.yml": "dstack"}
@@ -41,7 +47,7 @@ _ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepsp
 _EMITTERS: dict[str, Callable[[Plan], str]] = {
     "vllm": vllm.emit, "deepspeed": deepspeed.emit, "accelerate": accelerate.emit,
     "torchrun": torchrun.emit, "skypilot": skypilot.emit, "dstack": dstack.emit,
-    "k8s": k8s.emit, "ray": ray.emit, "docker": docker.emit,
+    "k8s": k8s.emit, "ray": ray.emit, "docker": docker.emit, "framework": framework.emit,
 }
 
 
@@ -54,7 +60,7 @@ def target_key(target: str) -> str:
     """The canonical target name; UnknownNameError with close matches otherwise."""
     key = _ALIASES.get(target.strip().lower(), target.strip().lower())
     if key not in _EMITTERS:
-        raise unknown_name(Text("export target", "导出目标"), target, TARGETS,
+        raise unknown_name(Text("export target", "导出目标"), target, (*TARGETS, "framework"),
                            "gpuwise plan --help")
     return key
 

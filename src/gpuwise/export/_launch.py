@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from gpuwise.export import deepspeed, torchrun, vllm
+from gpuwise.export import deepspeed, framework, torchrun, vllm
 from gpuwise.export._common import (
     DS_CONFIG_FILE,
     image_version,
@@ -43,9 +43,13 @@ def check_scheduler(plan: Plan, target: str, *, mig_ok: bool = False,
 
 
 def launch_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
-    """`vllm serve ...` for inference, `torchrun ...` for training. `one_engine`: the scheduler
-    runs each serving replica apart, so the line serves one engine (no data parallel)."""
+    """`vllm serve ...` for inference; for training the framework's own launch (`tune run`,
+    `swift sft`, `llamafactory-cli train`, ...) or, for the Hugging Face stack and DeepSpeed,
+    `torchrun ...`. `one_engine`: the scheduler runs each serving replica apart, so the line
+    serves one engine (no data parallel)."""
     if plan.training:
+        if not framework.uses_trainer_stack(plan):
+            return framework.launch_tokens(plan)
         return torchrun.launch_tokens(plan)
     return vllm.serve_tokens(plan, one_engine=one_engine)
 
@@ -72,6 +76,8 @@ def packages(plan: Plan, *, in_image: bool = False) -> list[str]:
     if not plan.training:
         return [] if in_image else [_pin("vllm", image_version(row.vllm_image, "vllm"))]
     pkgs = [] if in_image else [_pin("torch", image_version(row.train_image, "pytorch"))]
+    if not framework.uses_trainer_stack(plan):
+        return pkgs + [_pin(p, TESTED_VERSIONS.get(p)) for p in framework.packages(plan)]
     pkgs += ["transformers", _pin("accelerate", TESTED_VERSIONS["accelerate"])]
     if uses_deepspeed(plan):
         pkgs.append(_pin("deepspeed", TESTED_VERSIONS["deepspeed"]))
@@ -98,7 +104,10 @@ def setup_lines(plan: Plan, *, install: bool = True, in_image: bool = False,
     lines = [line] if line else []
     if plan.training and plan.workdir:
         lines.append(f"cd {code_dir or shlex.quote(plan.workdir)}")
-    if plan.training and uses_deepspeed(plan):
+    if plan.training and not framework.uses_trainer_stack(plan):
+        # The framework's own config (and the DeepSpeed JSON it names), written in place.
+        lines += [f"printf '%s' {shlex.quote(text)} > {name}" for name, text in framework.files(plan)]
+    elif plan.training and uses_deepspeed(plan):
         text = json.dumps(deepspeed.config(plan), separators=(",", ":"))
         lines.append(f"printf '%s\\n' {shlex.quote(text)} > {DS_CONFIG_FILE}")
     return lines
