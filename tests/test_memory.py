@@ -56,14 +56,22 @@ def test_a_context_above_the_model_maximum_names_the_override() -> None:
     assert err.value.hint is not None and "--allow-long-context" in err.value.hint.en
 
 
-def test_full_finetune_of_8b_needs_about_16_bytes_per_parameter_of_states() -> None:
+def test_full_finetune_of_8b_under_hf_mixed_precision_keeps_18_bytes_per_parameter() -> None:
+    # hf row: fp32 weights as master + the bf16 copies autocast saves + fp32 grads + fp32 m and v
     mem = estimate_memory(LLAMA, Workload(task="full"), Deployment(card=H100)).breakdown
     states = mem.component("weights") + mem.component("gradients") + mem.component("optimizer")
-    assert states == pytest.approx(16 * 8_030_261_248, rel=0.001)
+    assert states == pytest.approx(18 * 8_030_261_248, rel=0.001)
+
+
+def test_full_finetune_in_pure_bf16_keeps_8_bytes_per_parameter() -> None:
+    mem = estimate_memory(LLAMA, Workload(task="full", framework="torchtune"), Deployment(card=H100)).breakdown
+    states = mem.component("weights") + mem.component("gradients") + mem.component("optimizer")
+    assert states == pytest.approx(8 * 8_030_261_248, rel=0.001)
 
 
 def test_qlora_of_8b_fits_a_4090_and_full_finetune_does_not() -> None:
-    assert estimate_memory(LLAMA, Workload(task="qlora"), Deployment(card=RTX4090)).fits
+    # peft's prepare_model_for_kbit_training turns gradient checkpointing on for QLoRA
+    assert estimate_memory(LLAMA, Workload(task="qlora", grad_ckpt="full"), Deployment(card=RTX4090)).fits
     assert not estimate_memory(LLAMA, Workload(task="full"), Deployment(card=RTX4090)).fits
 
 
@@ -150,3 +158,87 @@ def test_a_shorter_context_is_only_suggested_when_it_still_holds_the_output() ->
     assert not r["fits"]
     assert not any("--context" in s for s in r["suggestions"])
     assert any("--concurrency" in s for s in r["suggestions"])
+
+
+# --- training memory by policy ---------------------------------------------------------------
+
+def _train(card: object = None, gpus: int = 1, zero: int = 0, **kw: object) -> object:
+    w = Workload(**{"task": "lora", "seq_len": 2048, "micro_batch": 2, **kw})  # type: ignore[arg-type]
+    return estimate_memory(LLAMA, w, Deployment(card=card or H100, gpus=gpus, zero=zero))  # type: ignore[arg-type]
+
+
+def _item(mem: object, key: str) -> float:
+    return sum(i.bytes for i in mem.breakdown.items if i.key == key)  # type: ignore[attr-defined]
+
+
+def test_a_fused_loss_drops_the_logits_to_one_chunk() -> None:
+    full, fused = _item(_train(loss="full"), "logits"), _item(_train(loss="fused"), "logits")
+    tokens = 4096
+    assert full == 12 * tokens * LLAMA.vocab_size
+    # Liger: next_pow2(4096 / ceil(128256 / 4096)) = 128 rows of bf16 logits + the hidden-state gradient
+    assert fused == 2 * 128 * LLAMA.vocab_size + 2 * tokens * LLAMA.hidden_size
+    assert fused < full / 50
+
+
+def test_a_chunked_loss_keeps_the_bf16_chunks_and_one_chunk_of_fp32() -> None:
+    logits = 4096 * LLAMA.vocab_size
+    eager = _item(_train(loss="chunked", framework="torchtune"), "logits")
+    compiled = _item(_train(loss="chunked", framework="torchtune", compile=True), "logits")
+    assert eager == pytest.approx(logits * (6 + 4 / 8))
+    assert compiled == pytest.approx(logits * (2 + 6 / 8))
+
+
+def test_op_level_sac_keeps_less_than_none_and_more_than_full_checkpointing() -> None:
+    acts = {c: _item(_train(grad_ckpt=c), "activations") for c in ("none", "op-sac", "full")}
+    assert acts["full"] < acts["op-sac"] < acts["none"]
+
+
+def test_checkpointing_every_second_layer_keeps_about_half_of_none() -> None:
+    none, every2 = _item(_train(grad_ckpt="none"), "activations"), _item(_train(grad_ckpt="every-2"), "activations")
+    assert 0.45 < every2 / none < 0.6
+
+
+def test_megatron_selective_recompute_saves_almost_nothing_with_flash_attention() -> None:
+    none, sel = _item(_train(grad_ckpt="none"), "activations"), _item(_train(grad_ckpt="selective"), "activations")
+    assert 0.97 < sel / none < 1.0
+
+
+def test_optimizer_in_backward_holds_one_parameters_gradient_not_the_buffer() -> None:
+    mem = _train(task="full", framework="torchtune", optimizer_in_backward=True, grad_ckpt="full")
+    assert _item(mem, "gradients") == LLAMA.vocab_size * LLAMA.hidden_size * 2  # the embedding, in bf16
+
+
+def test_8bit_adamw_keeps_about_2_bytes_per_parameter_of_states() -> None:
+    mem = _train(task="full", framework="torchtune", optimizer="adamw8bit", grad_ckpt="full")
+    assert _item(mem, "optimizer") == pytest.approx(2 * 8_030_261_248, rel=0.01)
+
+
+def test_paged_8bit_states_leave_the_gpu_peak_for_pageable_host_memory() -> None:
+    mem = _train(task="full", framework="torchtune", optimizer="paged-adamw8bit", grad_ckpt="full")
+    assert _item(mem, "optimizer") == 0 and mem.host.cpu_ram == pytest.approx(2 * 8_030_261_248, rel=0.01)  # type: ignore[attr-defined]
+    assert mem.warnings  # type: ignore[attr-defined]
+
+
+def test_qlora_under_fsdp_shards_the_nf4_base_where_the_framework_does() -> None:
+    one = _train(task="qlora", framework="torchtune", grad_ckpt="full")
+    sharded = _train(task="qlora", framework="torchtune", grad_ckpt="full", gpus=4, zero=3)
+    assert _item(sharded, "weights") == pytest.approx(_item(one, "weights") / 4)
+
+
+def test_qlora_under_fsdp_is_refused_where_the_framework_cannot_shard_it() -> None:
+    with pytest.raises(InputError, match="4-bit"):
+        _train(task="qlora", framework="torchtitan", gpus=4, zero=3)
+
+
+def test_activation_offload_moves_the_saved_activations_to_host_ram() -> None:
+    kept, moved = _train(grad_ckpt="none"), _train(grad_ckpt="none", activation_offload=True)
+    assert _item(moved, "activations") < _item(kept, "activations") / 5
+    assert moved.host.cpu_ram > _item(kept, "activations") / 2  # type: ignore[attr-defined]
+
+
+def test_the_allocator_peak_is_below_reserved_below_the_device_total_which_decides_fit() -> None:
+    mem = _train(framework="torchtune", grad_ckpt="full")
+    b = mem.breakdown  # type: ignore[attr-defined]
+    assert 0 < b.allocated_peak < b.reserved_peak < b.device_total == b.required
+    out = b.to_dict()
+    assert out["framework_reports"] == "allocated" and out["device_total"] == round(b.device_total)

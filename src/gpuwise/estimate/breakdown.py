@@ -23,14 +23,22 @@ class Item:
 class MemoryBreakdown:
     items: tuple[Item, ...]
     kv_pool: float = 0.0  # vLLM: the pool it pre-allocates (>= kv_cache when it fits)
+    # Training: the step's peak is the largest phase, not the sum of the items (tensors that never
+    # coexist). allocated_peak = torch.cuda.max_memory_allocated (tensors only); reserved_peak adds the
+    # caching allocator's slack (max_memory_reserved); device_total adds the CUDA context and NCCL
+    # (what nvidia-smi shows). 0 = not modelled (inference): required is the sum of the items.
+    allocated_peak: float = 0.0
+    reserved_peak: float = 0.0
+    device_total: float = 0.0
+    framework_reports: str = ""  # which of those peaks the framework logs: allocated | reserved | nvidia-smi | none
 
     def component(self, name: str) -> float:
         return sum(i.bytes for i in self.items if i.component == name)
 
     @property
     def required(self) -> float:
-        """The least the job needs per GPU."""
-        return sum(i.bytes for i in self.items)
+        """The least the job needs per GPU: the device total where the phases are modelled."""
+        return self.device_total or sum(i.bytes for i in self.items)
 
     @property
     def total(self) -> float:
@@ -43,6 +51,11 @@ class MemoryBreakdown:
         out["required"] = round(self.required)
         if self.kv_pool:
             out["kv_pool"] = round(self.kv_pool)
+        if self.device_total:
+            out["allocated_peak"] = round(self.allocated_peak)
+            out["reserved_peak"] = round(self.reserved_peak)
+            out["device_total"] = round(self.device_total)
+            out["framework_reports"] = self.framework_reports
         out["items"] = [{"name": i.key, "component": i.component, "bytes": round(i.bytes),
                          "why": i.why.en, "why_zh": i.why.zh} for i in self.items]
         return out

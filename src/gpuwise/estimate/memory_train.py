@@ -1,50 +1,68 @@
-"""Training memory per GPU: weights, gradients, optimizer states, activations, logits.
+"""Training memory per GPU, by the framework's policy: model states, saved activations, the loss.
 
-Model states follow the ZeRO paper (Rajbhandari et al. 2020, s.3.1): mixed-precision AdamW
-keeps 2 + 2 + 12 = 16 bytes per trainable parameter (bf16 weights and grads; fp32 master,
-momentum and variance); ZeRO-1/2/3 shard optimizer, then gradients, then weights over the
-data-parallel ranks. Activations follow Korthikanti et al. 2022 ("Reducing Activation
-Recomputation in Large Transformer Models", s.4.1), generalised to GQA and gated MLPs.
+Model states follow the ZeRO paper (Rajbhandari et al. 2020, s.3.1), with each dtype taken from the
+framework (data/frameworks.toml): mixed precision with an fp32 master keeps 2 + 2 + 4 + 4 + 4 bytes
+per trainable parameter; pure bf16 (torchtune: master_weights = none) keeps 2 + 2 + 2 + 2; ZeRO-1/2/3
+shard optimizer, then gradients, then weights over the data-parallel ranks. Saved activations, the
+checkpointing policies and the loss are in `activations.py`. The peak is the largest of the step's
+phases (loss, backward, optimizer step), not the sum of tensors that never coexist.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.frameworks import Framework, find_framework
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import InputError
+from gpuwise.estimate.activations import loss_bytes, saved_activations
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
-from gpuwise.estimate.constants import runtime_overhead_bytes
+from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
+from gpuwise.units import GiB
 
-# Optimizer bytes per trainable parameter beyond the weights and gradients themselves.
-# AdamW: fp32 master + m + v = 12 (ZeRO paper, K = 12). 8-bit Adam: master + two 1-byte states
-# (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"). SGD with momentum:
-# master + momentum. Adafactor: master + factored second moments (rows + cols, ~0).
-_OPTIMIZER_BYTES = {"adamw": 12.0, "adamw8bit": 6.0, "paged-adamw8bit": 6.0, "sgd": 8.0, "adafactor": 4.0}
-_MASTER = 4.0  # the fp32 master copy inside those figures (absent when adapters train in fp32)
-# fp32 logits for the loss: bf16 logits kept in the model output (2) + fp32 log-softmax saved
-# for backward (4) + fp32 gradient of the logits (4): transformers LlamaForCausalLM + F.cross_entropy.
-_LOGIT_BYTES = 10.0
+# Optimizer states per trainable parameter, in units of the state dtype (the dtype of the tensor the
+# optimizer updates: the fp32 master, or the bf16 parameter itself under pure bf16). AdamW: m and v.
+# SGD: momentum. Adafactor (beta1 None, the HF default): factored second moments, rows + cols, ~0.
+_STATES = {"adamw": 2.0, "sgd": 1.0, "adafactor": 0.0}
+# bitsandbytes 8-bit Adam (Dettmers et al. 2022): m and v at 1 byte each, plus one fp32 absmax per
+# 2,048-value block per state. The paged variant is the same on the GPU, in pageable unified memory.
+_8BIT_BYTES = 2.0 + 2 * 4 / 2048
+# Caching-allocator slack: what torch.cuda.max_memory_reserved adds over max_memory_allocated, as a
+# share of the tensors that churn each step (everything but weights, states and accumulated grads).
+# meta-llama/llama-cookbook PR #41 (Llama-2-7B LoRA, FSDP over 4x A100-40GB, pure bf16) measured
+# active/reserved peaks of 25.86/32.67, 20.20/27.36 and 15.22/19.36 GB: 30-43 % of the churning part
+# (peak minus ~3.4 GB of sharded weights). torchtune PR #1348 logs 13.19 vs 13.27 GiB right after
+# model init, when nothing has churned yet. 0.3 is the low end of the training figures.
+_ALLOCATOR_SLACK = 0.3
 
 WHY = {
-    "weights": Text("bf16 compute weights (QLoRA: NF4 base), sharded by ZeRO-3 and TP",
-                    "bf16 计算权重（QLoRA 为 NF4 基座），由 ZeRO-3 与 TP 切分"),
-    "adapters": Text("LoRA adapters r x (d_in + d_out) per target module, kept in fp32",
-                     "LoRA 适配器：每个目标模块 r × (d_in + d_out)，以 fp32 保存"),
-    "gradients": Text("gradients of the trainable parameters (bf16; fp32 for adapters), sharded by ZeRO-2+",
-                      "可训练参数的梯度（bf16；适配器为 fp32），ZeRO-2 起切分"),
-    "optimizer": Text("optimizer states (+ fp32 master weights) per trainable parameter, sharded by ZeRO-1+",
-                      "每个可训练参数的优化器状态（含 fp32 主权重），ZeRO-1 起切分"),
-    "activations": Text("per layer: 2sbh inputs + q, k, v, attention output, MLP gate/up/act/down inputs "
-                        "x 2 bytes (Korthikanti et al. 2022); full checkpointing keeps only layer inputs",
-                        "每层：输入 2sbh + q、k、v、注意力输出、MLP 中间量 × 2 字节（Korthikanti 等 2022）；全重计算只保留每层输入"),
-    "logits": Text("loss logits: seq x batch x vocab x 10 bytes (bf16 logits, fp32 log-softmax, fp32 grad)",
-                   "损失 logits：序列 × 批 × 词表 × 10 字节（bf16 logits、fp32 log-softmax、fp32 梯度）"),
-    "gather": Text("ZeRO-3 all-gather buffers: the current and prefetched layer in bf16",
-                   "ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重"),
+    "weights": Text("compute weights (bf16; QLoRA: NF4 base; FSDP2 fp32 shards where the framework keeps them), "
+                    "sharded by ZeRO-3 and TP",
+                    "计算权重（bf16；QLoRA 为 NF4 基座；框架保留 fp32 分片时为 FSDP2 fp32 分片），由 ZeRO-3 与 TP 切分"),
+    "adapters": Text("LoRA adapters r x (d_in + d_out) per target module, in the framework's adapter dtype",
+                     "LoRA 适配器：每个目标模块 r × (d_in + d_out)，采用框架的适配器精度"),
+    "gradients": Text("gradients of the trainable parameters in the framework's grad dtype, sharded by ZeRO-2+; "
+                      "optimizer-in-backward: one parameter's gradient at a time",
+                      "可训练参数的梯度（框架的梯度精度），ZeRO-2 起切分；反向中更新优化器时只有一个参数的梯度"),
+    "optimizer": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
+                      "parameter, sharded by ZeRO-1+; 8-bit: 1 byte per state",
+                      "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
+    "activations": Text("saved for backward per layer by the checkpointing policy (norm fp32 copies, q/k/v, "
+                        "attention output and log-sum-exp, MLP gate/up/act/down inputs), plus one layer recomputed",
+                        "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），加一层重计算"),
+    "logits": Text("the loss at its peak: full = 12 bytes per logit (fp32 log-probs and gradients), chunked = the "
+                   "bf16 chunks + one chunk's fp32, fused = one chunk only",
+                   "损失峰值：完整 = 每个 logit 12 字节（fp32 对数概率与梯度）；分块 = bf16 分块 + 一块 fp32；融合 = 仅一块"),
+    "gather": Text("FSDP/ZeRO-3 all-gather buffers: the current and prefetched layer in bf16",
+                   "FSDP/ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重"),
+    "slack": Text(f"caching-allocator slack: reserved minus allocated, {_ALLOCATOR_SLACK:.0%} of the tensors that "
+                  "churn each step (llama-cookbook PR #41 measurements)",
+                  f"缓存分配器余量：reserved 减 allocated，按每步反复分配张量的 {_ALLOCATOR_SLACK:.0%}（llama-cookbook PR #41 实测）"),
 }
 
 
@@ -63,81 +81,151 @@ def lora_params(model: ModelArch, rank: int, targets: tuple[str, ...]) -> int:
     return total
 
 
-def _layer_activation_bytes(model: ModelArch, w: Workload) -> float:
-    """Activation bytes one layer saves for backward (16-bit), per micro-batch."""
-    sb = w.seq_len * w.micro_batch
-    h = model.hidden_size
-    attn = 2 * sb * h + 2 * sb * (model.q_dim + 2 * model.kv_dim) + 2 * sb * model.q_dim
-    if w.flash_attention or w.grad_ckpt == "selective":
-        attn += 4 * sb * model.num_heads  # fp32 log-sum-exp per head and token
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per trainable parameter of each model state, from the framework's dtypes."""
+
+    param: float  # the trainable tensor itself (adapters; full FT: the weights)
+    grad: float
+    master: float
+    optimizer: float  # states only
+
+
+def precision(fw: Framework, w: Workload, peft: bool) -> Precision:
+    if peft:
+        param = 4.0 if fw.adapter_dtype == "fp32" else 2.0
+        master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
+    else:  # FSDP2 fp32 sharded params are their own master; otherwise bf16 weights + optional fp32 master
+        param = 4.0 if fw.fp32_sharded_params else 2.0
+        master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
+    updated = 4.0 if param == 4.0 or master else 2.0  # the dtype the optimizer steps, and its states take
+    grad = 4.0 if fw.grads_dtype == "fp32" or fw.fp32_sharded_params and not peft else param
+    if w.optimizer in ("adamw8bit", "paged-adamw8bit"):
+        states = _8BIT_BYTES
     else:
-        attn += 5 * model.num_heads * w.seq_len * sb  # softmax, scores and mask: 5as^2b
-    inter, k = model.intermediate_size, 1
+        states = _STATES[w.optimizer] * updated
+    return Precision(param=param, grad=grad, master=master, optimizer=states)
+
+
+def _largest_tensor(model: ModelArch, w: Workload, peft: bool) -> float:
+    """Elements of the largest trainable tensor: optimizer-in-backward holds one gradient at a time
+    (torchtune optimizer_in_bwd steps each parameter from its post-accumulate-grad hook)."""
+    h, inter = model.hidden_size, model.intermediate_size
     if model.moe is not None:
-        inter, k = model.moe.expert_intermediate_size, model.moe.experts_per_token
-        k_shared = model.moe.num_shared_experts * model.moe.shared_intermediate_size
-        inter_total = k * inter + k_shared
-    else:
-        inter_total = inter
-    per_inter = 8 if model.gated_mlp else 4  # gate, up, act(gate), down input / fc, act
-    mlp = 2 * sb * h + per_inter * sb * inter_total
-    norms = model.norms_per_layer * 2 * sb * h
-    return float(attn + mlp + norms)
+        inter = max(inter, model.moe.expert_intermediate_size)
+    if peft:
+        return float(w.lora_rank * max(h, inter, model.q_dim))
+    return float(max(model.vocab_size * h, h * inter, model.q_dim * h))
 
 
-def _activations(model: ModelArch, w: Workload, tp: int, pp: int) -> float:
-    layers = model.num_layers / pp
-    one = _layer_activation_bytes(model, w)
-    if w.grad_ckpt == "full":  # keep each layer's input; recompute one layer at a time
-        total = layers * 2 * w.seq_len * w.micro_batch * model.hidden_size + one
-    else:
-        total = layers * one
-    return total / tp  # tensor + sequence parallel shard every activation (Korthikanti s.4.2.2)
-
-
-def _check_training(w: Workload, d: Deployment) -> None:
+def _check_training(fw: Framework, w: Workload, d: Deployment) -> None:
     if d.offload != "none" and d.zero == 0:
         raise InputError(Text("--offload needs ZeRO: DeepSpeed offloads optimizer states from stage 1 on.",
                               "--offload 需要 ZeRO：DeepSpeed 从 stage 1 起才能卸载优化器状态。"),
                          hint=Text("Add --zero 2 (or --zero 3 to offload the weights too).",
                                    "请加上 --zero 2（或 --zero 3 以同时卸载权重）。"))
-    if w.task == "qlora" and d.zero == 3:
-        raise InputError(Text("QLoRA's 4-bit base is not sharded by ZeRO-3 here; use --zero 0-2.",
-                              "QLoRA 的 4-bit 基座不支持在此以 ZeRO-3 切分；请用 --zero 0–2。"))
+    if w.task == "qlora" and d.zero == 3 and not fw.qlora_fsdp:
+        raise InputError(Text(f"{fw.name} does not shard QLoRA's 4-bit base with FSDP/ZeRO-3; use --zero 0-2.",
+                              f"{fw.name} 不支持以 FSDP/ZeRO-3 切分 QLoRA 的 4-bit 基座；请用 --zero 0–2。"),
+                         hint=Text("Or pick a framework that does (--framework hf with FSDP-QLoRA, or torchtune).",
+                                   "或选择支持的框架（--framework hf 的 FSDP-QLoRA，或 torchtune）。"))
+    if w.optimizer_in_backward and w.grad_accum > 1:
+        raise InputError(Text("--optimizer-in-backward steps each parameter during backward, so it cannot "
+                              "accumulate gradients: use --grad-accum 1.",
+                              "--optimizer-in-backward 在反向中逐参数更新，无法累积梯度：请用 --grad-accum 1。"))
+
+
+def _runtime() -> tuple[float, float, float]:
+    """CUDA context, cuBLAS workspace (allocated through the caching allocator), NCCL buffers."""
+    rt = engine_constants()["runtime"]
+    return (float(rt["cuda_context_gib"]) * GiB, float(rt["cublas_workspace_gib"]) * GiB,
+            float(rt["nccl_buffers_gib"]) * GiB)
+
+
+@dataclass(frozen=True)
+class _States:
+    weights: float
+    adapters: float
+    gradients: float
+    optimizer: float
+    gather: float
+    host: HostMemory
+    head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
+
+
+def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int, dp: int) -> _States:
+    split = tp * d.pp
+    counts = count_params(model)
+    peft = w.task in ("lora", "qlora")
+    p = precision(fw, w, peft)
+    base_fmt = "nf4" if w.task == "qlora" else ("bf16" if w.weights in ("auto", "fp8") else w.weights)
+    trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else counts.total
+    base = weight_bytes(model, base_fmt).total if peft else counts.total * p.param
+    z3, z2, z1 = (dp if d.zero >= s else 1 for s in (3, 2, 1))
+    weights = base / split / z3
+    optimizer = trainable * (p.optimizer + p.master) / split / z1
+    paged = 0.0
+    if w.optimizer == "paged-adamw8bit":  # bnb paged states: cudaMallocManaged, outside the PyTorch
+        paged = trainable * p.optimizer / split / z1  # allocator, paged to host RAM when the GPU is full
+        optimizer -= paged
+    grad_elems = _largest_tensor(model, w, peft) if w.optimizer_in_backward else float(trainable)
+    host = HostMemory(cpu_ram=paged * d.gpus)
+    if d.offload != "none":
+        moved = optimizer + (weights if d.zero == 3 else 0.0)
+        host = HostMemory(cpu_ram=host.cpu_ram + (moved * d.gpus if d.offload == "cpu" else 0.0),
+                          nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
+        optimizer, weights = 0.0, weights if d.zero < 3 else 0.0
+    gather = 0.0
+    if d.zero == 3 and dp > 1 or fw.fp32_sharded_params and not peft:  # FSDP2 unshards bf16 per layer
+        gather = 2 * (counts.total - counts.embedding) / model.num_layers * 2.0 / tp
+    head = 0.0 if peft or w.optimizer_in_backward else model.vocab_size * model.hidden_size * p.grad / split / z2
+    return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
+                   gradients=grad_elems * p.grad / split / z2, optimizer=optimizer, gather=gather,
+                   host=host, head_grad=head)
 
 
 def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     """Per-GPU memory of training `model` as `w` on `d` (data parallel over the other GPUs)."""
-    _check_training(w, d)
+    fw = find_framework(w.framework)
+    _check_training(fw, w, d)
     tp = d.tp or 1
     dp = max(1, d.gpus * d.nodes // (tp * d.pp))
-    split = tp * d.pp
-    params = count_params(model).total
-    peft = w.task in ("lora", "qlora")
-    base_fmt = "nf4" if w.task == "qlora" else ("bf16" if w.weights == "auto" else w.weights)
-    trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else params
-    base = weight_bytes(model, base_fmt).total if peft else params * 2.0
-    grad_b, opt_b = (4.0, _OPTIMIZER_BYTES[w.optimizer] - _MASTER) if peft else (2.0, _OPTIMIZER_BYTES[w.optimizer])
-    z3, z2, z1 = (dp if d.zero >= s else 1 for s in (3, 2, 1))
-    weights = base / split / z3
-    optimizer = trainable * opt_b / split / z1
-    host = HostMemory()
-    if d.offload != "none":
-        moved = optimizer + (weights if d.zero == 3 else 0.0)
-        host = HostMemory(cpu_ram=moved * d.gpus if d.offload == "cpu" else 0.0,
-                          nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
-        optimizer, weights = 0.0, weights if d.zero < 3 else 0.0
-    gather = 0.0
-    if d.zero == 3 and dp > 1:
-        gather = 2 * (params - count_params(model).embedding) / model.num_layers * 2.0 / tp
-    items = [Item("weights", "weights", weights, WHY["weights"]),
-             Item("adapters", "weights", trainable * 4.0 / split if peft else 0.0, WHY["adapters"]),
-             Item("gradients", "gradients", trainable * grad_b / split / z2, WHY["gradients"]),
-             Item("optimizer", "optimizer", optimizer, WHY["optimizer"]),
-             Item("activations", "activations", _activations(model, w, tp, d.pp), WHY["activations"]),
-             Item("logits", "activations",
-                  w.seq_len * w.micro_batch * model.vocab_size * _LOGIT_BYTES / tp, WHY["logits"]),
-             Item("zero3_gather", "overhead", gather, WHY["gather"]),
-             Item("runtime", "overhead", runtime_overhead_bytes(d.gpus * d.nodes > 1), WHY_RUNTIME)]
-    breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key == "weights"))
-    return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host)
+    st = _states(model, fw, w, d, tp, dp)
+    acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp)
+    kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
+    loss = loss_bytes(model, w, fw.loss_chunks) / tp
+    context, cublas, nccl = _runtime()
+    talking = d.gpus * d.nodes > 1
+    persistent = st.weights + st.adapters + st.optimizer + st.gather + cublas
+    carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
+    phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
+              persistent + max(carried + kept + recompute, st.gradients),  # backward: acts freed as grads grow
+              persistent + st.gradients)  # optimizer step
+    allocated = max(phases)
+    slack = _ALLOCATOR_SLACK * max(0.0, allocated - persistent - carried)
+    reserved = allocated + slack
+    device = reserved + context + (nccl if talking else 0.0)
+    items = [Item("weights", "weights", st.weights, WHY["weights"]),
+             Item("adapters", "weights", st.adapters, WHY["adapters"]),
+             Item("gradients", "gradients", st.gradients, WHY["gradients"]),
+             Item("optimizer", "optimizer", st.optimizer, WHY["optimizer"]),
+             Item("activations", "activations", kept + recompute, WHY["activations"]),
+             Item("logits", "activations", loss, WHY["logits"]),
+             Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
+             Item("allocator_slack", "overhead", slack, WHY["slack"]),
+             Item("runtime", "overhead", context + cublas + (nccl if talking else 0.0), WHY_RUNTIME)]
+    breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key == "weights"),
+                                allocated_peak=allocated, reserved_peak=reserved, device_total=device,
+                                framework_reports=fw.peak_reported)
+    host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
+    return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+
+
+def _warnings(w: Workload) -> tuple[Text, ...]:
+    if w.optimizer == "paged-adamw8bit":
+        return (Text("Paged 8-bit AdamW keeps its states in CUDA unified memory (cudaMallocManaged), outside the "
+                     "PyTorch allocator: they are left out of the GPU peak and counted as host RAM, since the driver "
+                     "pages them out when the GPU is full (slower steps, not an OOM).",
+                     "分页 8-bit AdamW 的状态位于 CUDA 统一内存（cudaMallocManaged），不在 PyTorch 分配器内："
+                     "不计入显存峰值而计为主机内存，显存满时驱动会将其换出（变慢而非 OOM）。"),)
+    return ()

@@ -1,0 +1,189 @@
+"""What a training step keeps for backward: saved tensors per layer, per checkpointing policy, and the loss.
+
+Bytes per micro-batch on one GPU (before tensor parallel), with sb = seq_len x micro_batch tokens.
+Every term names the op that saves it; the eager terms were checked against PyTorch's own
+MemTracker on a tiny Llama (tests/test_train_memory_cpu.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.frameworks import ckpt_every
+from gpuwise.estimate.workload import Workload
+
+# torchtitan op-level SAC saves the outputs of aten.mm, SDPA and reduce-scatter, "except every second mm"
+# (pytorch/torchtitan@cfb93265 torchtitan/distributed/activation_checkpoint.py, _apply_op_sac: the mm
+# counter lives in a `meta` dict made afresh per checkpointed forward, so mm 1, 3, 5, 7 of every layer
+# are saved: wq, wv, w1 and w2 in torchtitan's Llama, whose FeedForward calls w1, w3, w2).
+_OP_SAC_SAVED_MMS = ("q", "v", "gate", "down")
+
+
+@dataclass(frozen=True)
+class LayerSaved:
+    """Bytes one transformer layer saves for backward with nothing recomputed, and the parts
+    that the policies treat apart."""
+
+    total: float
+    core_attention: float  # SDPA log-sum-exp (flash) or the s^2 softmax (eager): what Megatron recomputes
+    op_sac: float  # what torchtitan's op-level SAC keeps of this layer (input included)
+
+
+def _norm_bytes(model: ModelArch, w: Workload, sbh: float, trainable: bool) -> float:
+    """One norm. LayerNorm is one aten op (native_layer_norm saves its bf16 input + fp32 mean/rstd).
+    Eager RMSNorm (HF LlamaRMSNorm, torchtune RMSNorm) saves the fp32 upcast x.float() (pow and mul
+    both keep it: 4 bytes), the fp32 rsqrt per token, and, only when its weight trains, the bf16 normed
+    tensor that `weight * x` needs for the weight's gradient. Compiled or fused kernels (Liger, Unsloth,
+    inductor) keep the bf16 input and rstd."""
+    rows = sbh / model.hidden_size  # tokens
+    if model.norm_bias or w.compile:
+        return 2 * sbh + 8 * rows
+    return 4 * sbh + 4 * rows + (2 * sbh if trainable else 0.0)
+
+
+def _attention(model: ModelArch, w: Workload, index: int, sb: int) -> tuple[float, float]:
+    """(saved by the attention block without its norm, the core-attention part of it)."""
+    h = model.hidden_size
+    if model.mla is not None:
+        m = model.mla
+        q = model.num_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        k, v = q, model.num_heads * m.v_head_dim
+        out = v
+        # latents: q_a and kv_a outputs go through their RMSNorm (fp32 copy, 4) and on into q_b / kv_b (2)
+        latents = 6 * sb * (m.q_lora_rank + m.kv_lora_rank) + 2 * sb * m.qk_rope_head_dim
+    else:
+        q, k, v, latents = model.q_dim, model.kv_dim, model.kv_dim, 0
+        out = q
+    qkv_in = 2 * sb * h  # the normed input, saved once for q/k/v (or for their LoRA A matrices)
+    sdpa = 2 * sb * (q + k + v) + 2 * sb * out  # SDPA keeps q, k, v after RoPE and its output (o_proj's input)
+    if w.flash_attention:
+        core = 4.0 * sb * model.num_heads  # flash / mem-efficient: fp32 log-sum-exp per head and token
+    else:
+        # eager attention: fp32 softmax (4) + its bf16 copy for the PV matmul (2) per score; sliding
+        # layers score only the window
+        window = model.sliding_window if model.kinds[index] == "sliding" and model.sliding_window else w.seq_len
+        core = 6.0 * model.num_heads * sb * min(w.seq_len, window)
+    extra = 0.0
+    if model.qk_norm:  # per-head RMSNorm on q and k: their fp32 copies
+        extra += 4 * sb * (q + k)
+    if model.attn_output_gate:  # sigmoid gate output and the gated product
+        extra += 4 * sb * q
+    return qkv_in + sdpa + core + latents + extra, core
+
+
+def _mlp(model: ModelArch, index: int, sb: int) -> float:
+    """Dense SwiGLU: the normed input (2sbh) + gate, up, SiLU(gate) and down's input, 2 bytes each
+    (8 sb i); a plain MLP keeps fc1's output and the activation (4 sb i). MoE: the router's fp32
+    softmax (4 sb E), and per routed slot (k per token) the gathered token copy, the expert's own
+    SwiGLU terms and its output kept by the routing-weight multiply (HF Mixtral/Qwen-MoE loop)."""
+    h = model.hidden_size
+    per_inter = 8 if model.gated_mlp else 4
+    if model.moe is None or not model.is_moe_layer(index):
+        return 2 * sb * h + per_inter * sb * model.intermediate_size
+    moe = model.moe
+    routed = moe.experts_per_token * (2 * sb * h + per_inter * sb * moe.expert_intermediate_size + 2 * sb * h)
+    shared = per_inter * sb * moe.shared_intermediate_size * moe.num_shared_experts
+    return 2 * sb * h + 4 * sb * moe.num_experts + routed + shared
+
+
+def _float8_saving(model: ModelArch, sb: int) -> float:
+    """Assumption (torchao float8 training under torch.compile): the inputs that only the linear layers
+    keep are saved as fp8 (1 byte) instead of bf16: the two normed inputs and down_proj's input."""
+    return 2 * sb * model.hidden_size * 1 + sb * model.intermediate_size * 1
+
+
+def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> LayerSaved:
+    sb = w.seq_len * w.micro_batch
+    sbh = float(sb * model.hidden_size)
+    attn, core = _attention(model, w, index, sb)
+    norms = model.norms_per_layer * _norm_bytes(model, w, sbh, trainable=full_ft)
+    total = attn + _mlp(model, index, sb) + norms
+    if w.task in ("lora", "qlora"):  # each adapter's B saves A's output: sb x r, 2 bytes, per target
+        total += 2.0 * sb * w.lora_rank * len(w.lora_targets)
+    if w.float8:
+        total -= _float8_saving(model, sb)
+    dims = {"q": model.q_dim, "v": model.kv_dim, "gate": model.intermediate_size, "down": model.hidden_size}
+    mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)
+    # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
+    op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
+    return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
+
+
+@dataclass(frozen=True)
+class SavedActivations:
+    """Saved activations of all layers on one GPU, the transient of one recomputed layer, and what
+    activation offloading moved to host RAM."""
+
+    kept: float
+    recompute: float
+    offloaded: float = 0.0
+
+
+def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: float) -> SavedActivations:
+    """Per checkpointing policy, for `layers` layers on this pipeline stage."""
+    per = [layer_saved(model, w, i, full_ft=full_ft) for i in range(model.num_layers)]
+    n = max(1, round(layers))
+    per = per[:n]
+    sbh = 2.0 * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's bf16 input
+    biggest = max(p.total for p in per)
+    every = ckpt_every(w.grad_ckpt)
+    if w.grad_ckpt == "none":
+        kept, recompute, ckpts = sum(p.total for p in per), 0.0, 0.0
+    elif w.grad_ckpt == "selective":  # Megatron: recompute core attention only
+        kept, recompute, ckpts = sum(p.total - p.core_attention for p in per), 0.0, 0.0
+    elif w.grad_ckpt == "op-sac":
+        kept, recompute, ckpts = sum(p.op_sac for p in per), biggest, sum(p.op_sac for p in per)
+    else:  # full (every 1) or every-N: layers N, 2N, ... keep their input only (torchtitan _apply_layer_sac)
+        checkpointed = n // every
+        full = [p.total for i, p in enumerate(per) if (i + 1) % every != 0]
+        kept, recompute, ckpts = sum(full) + checkpointed * sbh, biggest, checkpointed * sbh
+    kept += _head(model, w, full_ft)
+    if not w.activation_offload:
+        return SavedActivations(kept=kept, recompute=recompute)
+    # torchtune OffloadActivations: saved tensors go to pinned host RAM as they are made and come
+    # back one layer ahead of backward; the GPU keeps about two layers in flight
+    on_gpu = 2 * (ckpts / n if ckpts else biggest)
+    moved = max(0.0, kept - on_gpu)
+    return SavedActivations(kept=kept - moved, recompute=recompute, offloaded=moved)
+
+
+def _head(model: ModelArch, w: Workload, full_ft: bool) -> float:
+    """The final norm (outside any checkpoint) and the output projection's input when its weight trains."""
+    sbh = float(w.seq_len * w.micro_batch * model.hidden_size)
+    head_input = 2 * sbh if full_ft and w.loss != "fused" else 0.0
+    return _norm_bytes(model, w, sbh, trainable=full_ft) + head_input
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
+    """Peak bytes of the loss, forward or backward, whichever is larger (they do not coexist).
+
+    full (transformers loss_utils.ForCausalLMLoss @d0fed636, with F.cross_entropy = log_softmax +
+      nll_loss): forward holds the bf16 logits (2), the fp32 upcast (4) and log_softmax's fp32 output
+      (4) = 10 bytes per logit; the Trainer drops the outputs before backward, which holds the saved
+      log-probs (4), nll's dense fp32 gradient (4) and log_softmax's fp32 input gradient (4) = 12.
+    chunked (torchtune CEWithChunkedOutputLoss @ce5433b0: the output projection per chunk, the list of
+      bf16 chunks kept until the recipe's `del logits`, F.cross_entropy(chunk.float()) per chunk):
+      eager, autograd saves every chunk's fp32 log-probs: 2 + 4 + 4/n forward, 4 + 10/n backward;
+      compiled (the recipe compiles compute_cross_entropy), AOTAutograd's min-cut partitioner keeps the
+      bf16 chunk and per-row statistics and recomputes the softmax: 2 + 6/n (one chunk's fp32 and
+      bf16 gradients at a time).
+    fused (Liger FusedLinearCrossEntropy; Unsloth and Cut Cross Entropy are assumed no larger): no full
+      logits; a bf16 logits chunk of next_pow2(ceil(tokens / ceil(V / h))) rows, and the gradient of
+      the hidden states (2 sbh) that it keeps for backward.
+    """
+    tokens = w.seq_len * w.micro_batch
+    v = model.vocab_size
+    logits = float(tokens * v)
+    if w.loss == "fused":
+        rows = _next_pow2(-(-tokens // -(-v // model.hidden_size)))
+        return 2.0 * min(rows, tokens) * v + 2.0 * tokens * model.hidden_size
+    if w.loss == "chunked":
+        n = max(1, chunks)
+        per = 2 + 6 / n if w.compile else max(6 + 4 / n, 4 + 10 / n)
+        return logits * per
+    return logits * 12.0
