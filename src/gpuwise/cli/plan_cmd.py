@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         save: Annotated[str | None, typer.Option("--save", help="Write the plan JSON to this file (read back by --from).")] = None,
         from_file: Annotated[str | None, typer.Option("--from", help="With --emit: export a saved plan instead of planning.")] = None,
         plot: Annotated[str | None, typer.Option("--plot", help="Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot]).")] = None,
-        emit: Annotated[str | None, typer.Option("--emit", help="vllm | docker | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
+        emit: Annotated[str | None, typer.Option("--emit", help="vllm | docker | framework (the training framework's own launch and config) | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
         hub: Annotated[str, typer.Option("--hub")] = "auto",
         json_out: JsonOpt = False,
         lang: LangOpt = None,
