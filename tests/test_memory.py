@@ -56,11 +56,18 @@ def test_a_context_above_the_model_maximum_names_the_override() -> None:
     assert err.value.hint is not None and "--allow-long-context" in err.value.hint.en
 
 
-def test_full_finetune_of_8b_under_hf_mixed_precision_keeps_18_bytes_per_parameter() -> None:
-    # hf row: fp32 weights as master + the bf16 copies autocast saves + fp32 grads + fp32 m and v
+def test_full_finetune_of_8b_under_deepspeed_mixed_precision_keeps_16_bytes_per_parameter() -> None:
+    # ZeRO paper s.3.1: bf16 weights and grads + fp32 master, m and v (K = 12)
+    mem = estimate_memory(LLAMA, Workload(task="full", framework="deepspeed"), Deployment(card=H100)).breakdown
+    states = mem.component("weights") + mem.component("gradients") + mem.component("optimizer")
+    assert states == pytest.approx(16 * 8_030_261_248, rel=0.001)
+
+
+def test_full_finetune_under_hf_loads_bf16_and_keeps_8_bytes_per_parameter() -> None:
+    # frameworks.toml hf master_weights_full = none: transformers v5 loads the checkpoint dtype
     mem = estimate_memory(LLAMA, Workload(task="full"), Deployment(card=H100)).breakdown
     states = mem.component("weights") + mem.component("gradients") + mem.component("optimizer")
-    assert states == pytest.approx(18 * 8_030_261_248, rel=0.001)
+    assert states == pytest.approx(8 * 8_030_261_248, rel=0.001)
 
 
 def test_full_finetune_in_pure_bf16_keeps_8_bytes_per_parameter() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.frameworks import Framework, find_framework
+from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import InputError
 from gpuwise.estimate.activations import loss_bytes, saved_activations
@@ -97,9 +97,12 @@ def precision(fw: Framework, w: Workload, peft: bool) -> Precision:
         master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
     else:  # FSDP2 fp32 sharded params are their own master; otherwise bf16 weights + optional fp32 master
         param = 4.0 if fw.fp32_sharded_params else 2.0
-        master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
+        master = 4.0 if param == 2.0 and master_weights_for(fw, w.task) == "fp32" else 0.0
     updated = 4.0 if param == 4.0 or master else 2.0  # the dtype the optimizer steps, and its states take
-    grad = 4.0 if fw.grads_dtype == "fp32" or fw.fp32_sharded_params and not peft else param
+    # fp32 gradients where the framework accumulates them in fp32 beside an fp32 copy (Megatron's
+    # main_grad) or shards fp32 params (FSDP2); a pure-bf16 full fine-tune keeps bf16 gradients
+    grad = 4.0 if (fw.grads_dtype == "fp32" and (peft or master)) or fw.fp32_sharded_params and not peft \
+        else param
     if w.optimizer in ("adamw8bit", "paged-adamw8bit"):
         states = _8BIT_BYTES
     else:

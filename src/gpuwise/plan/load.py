@@ -159,7 +159,11 @@ def _breakdown(mem: Mapping[str, Any]) -> MemoryBreakdown | None:
         out.append(Item(key=_str(i, "name", "") or "", component=_str(i, "component", "overhead") or "",
                         bytes=_num(i, "bytes", 0.0, 0.0, 1e18),
                         why=Text(_str(i, "why", "") or "", _str(i, "why_zh", "") or "")))
-    return MemoryBreakdown(items=tuple(out), kv_pool=_num(mem, "kv_pool", 0.0, 0.0, 1e18))
+    return MemoryBreakdown(items=tuple(out), kv_pool=_num(mem, "kv_pool", 0.0, 0.0, 1e18),
+                           allocated_peak=_num(mem, "allocated_peak", 0.0, 0.0, 1e18),
+                           reserved_peak=_num(mem, "reserved_peak", 0.0, 0.0, 1e18),
+                           device_total=_num(mem, "device_total", 0.0, 0.0, 1e18),
+                           framework_reports=_str(mem, "framework_reports", "") or "")
 
 
 def _typed(cls: Any, d: Any) -> Any:
