@@ -43,9 +43,9 @@ class Scored:
 
 def request_of(point: Point) -> EstimateRequest:
     fields = dict(point.request)
-    model = str(fields["model"])
-    if model.startswith("validation/"):
-        fields["model"] = str(ROOT / model)
+    for key in ("model", "cards_file"):  # table-local files: validation/models, validation/cards
+        if str(fields.get(key, "")).startswith("validation/"):
+            fields[key] = str(ROOT / str(fields[key]))
     if fields.get("concurrency") == "max":
         probe = estimate_json(EstimateRequest(**{**fields, "concurrency": 1}))
         fields["concurrency"] = max(1, min(MAX_IN_FLIGHT, int(probe["capacity"]["max_concurrency"])))

@@ -1,0 +1,70 @@
+"""The guides' training claims, answered by gpuwise's estimates (printed as markdown tables).
+
+Run: python benchmarks/training_claims.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from gpuwise.service import EstimateRequest, estimate_json
+
+GIB = 2**30
+LLAMA2_13B = str(ROOT / "validation" / "models" / "meta-llama--Llama-2-13b-hf")
+
+
+def est(**kw: Any) -> dict[str, Any]:
+    return estimate_json(EstimateRequest(**kw))
+
+
+def fits_row(label: str, **kw: Any) -> str:
+    r = est(**kw)
+    m = r["memory"]
+    return (f"| {label} | {r['fit']} | {m['required'] / GIB:.1f} | {m.get('allocated_peak', 0) / GIB:.1f} | "
+            f"{r['usable_bytes'] / GIB:.1f} |")
+
+
+def main() -> None:
+    print("## 7B LoRA on one RTX 4090 (qwen2.5-7b, seq 2048, micro-batch 2, each framework's defaults)\n")
+    print("| framework | verdict | device total GiB | allocated GiB | usable GiB |\n|---|---|---|---|---|")
+    for fw in ("hf", "hf-liger", "llama-factory", "unsloth", "torchtune", "ms-swift", "deepspeed"):
+        print(fits_row(fw, model="qwen2.5-7b", card="rtx-4090", task="lora", seq_len=2048, micro_batch=2,
+                       framework=fw))
+    print("\n## 13B LoRA with full checkpointing on one RTX 4090 (seq 2048, micro-batch 1)\n")
+    print("| model, framework | verdict | device total GiB | allocated GiB | usable GiB |\n|---|---|---|---|---|")
+    for label, model in (("Llama-2-13B", LLAMA2_13B), ("qwen2.5-14b", "qwen2.5-14b")):
+        for fw in ("hf", "llama-factory", "torchtune"):
+            print(fits_row(f"{label}, {fw}", model=model, card="rtx-4090", task="lora", seq_len=2048,
+                           micro_batch=1, grad_ckpt="full", framework=fw))
+    print("\n## 7B full fine-tune: more than 40 GB? (qwen2.5-7b, seq 2048, micro-batch 1, full checkpointing, one H100)\n")
+    print("| framework (precision) | verdict | device total GiB | allocated GiB | usable GiB |\n|---|---|---|---|---|")
+    for fw, what in (("deepspeed", "bf16 + fp32 master, AdamW"), ("hf", "pure bf16 load, AdamW"),
+                     ("torchtune", "pure bf16, paged 8-bit AdamW in backward")):
+        print(fits_row(f"{fw} ({what})", model="qwen2.5-7b", card="h100-sxm", task="full", seq_len=2048,
+                       micro_batch=1, grad_ckpt="full", framework=fw))
+    print("\n## Scaling 1 -> 4 GPUs (full fine-tune, DeepSpeed, seq 2048, full checkpointing)\n")
+    print("| card | job | 1 GPU tok/s | 4 GPUs tok/s | speed-up | 4-GPU exposed DP comm s |\n|---|---|---|---|---|---|")
+    for card in ("rtx-4090", "a100-80gb-sxm", "h100-sxm"):
+        for model, zero, mb in (("llama-3.2-1b", 0, 4), ("llama-3.1-8b", 3, 1)):
+            kw = {"model": model, "card": card, "task": "full", "seq_len": 2048, "micro_batch": mb, "zero": zero,
+                      "grad_ckpt": "full", "framework": "deepspeed"}
+            one = est(gpus=1, **kw)["speed"]["tokens_per_s"]
+            four = est(gpus=4, **kw)["speed"]
+            job = f"{model} {'DDP' if zero == 0 else f'ZeRO-{zero}'} mb {mb}"
+            print(f"| {card} | {job} | {one:,.0f} | {four['tokens_per_s']:,.0f} | {four['tokens_per_s'] / one:.2f}x | "
+                  f"{four['step_breakdown_s'].get('dp_comm_exposed', 0):.2f} |")
+    print("\n## A100 40GB vs 80GB (llama-3.2-1b full fine-tune, seq 2048, micro-batch 4)\n")
+    print("| card | step s | memory-bound s | tok/s |\n|---|---|---|---|")
+    for card in ("a100-40gb-sxm", "a100-80gb-sxm"):
+        s = est(model="llama-3.2-1b", card=card, task="full", seq_len=2048, micro_batch=4)["speed"]
+        print(f"| {card} | {s['step_time_s']:.3f} | {s['step_breakdown_s'].get('memory_bound', 0):.3f} | "
+              f"{s['tokens_per_s']:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
