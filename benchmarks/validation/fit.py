@@ -28,6 +28,7 @@ class Residual:
     base: str  # engine, or "training"
     family: str
     task: str  # the training task, "" for serving
+    framework: str  # the training framework, "" for serving
     r: float  # ln(measured / estimated), in the group's orientation
 
 
@@ -40,8 +41,9 @@ def residuals(scored: list[Scored]) -> list[Residual]:
         est = s.estimate
         base = "training" if est.get("engine") is None else str(est["engine"])
         task = str(est["task"]) if base == "training" else ""
+        framework = str(est["framework"]["id"]) if base == "training" else ""
         out.append(Residual(s.point.id, METRICS[s.point.metric].group, base, families.get(est["card"], "?"), task,
-                            s.residual))
+                            framework, s.residual))
     return out
 
 
@@ -71,7 +73,8 @@ def fit_cells(res: list[Residual]) -> dict[tuple[str, str], Cell]:
         by_group[x.group].append(x)
     for group, items in sorted(by_group.items()):
         left = list(items)
-        for key in (lambda x: f"{x.base}/{x.family}", lambda x: f"{x.base}/{x.task}" if x.task else "", lambda x: x.base):
+        for key in (lambda x: f"{x.base}/{x.framework}" if x.framework else "", lambda x: f"{x.base}/{x.family}",
+                    lambda x: f"{x.base}/{x.task}" if x.task else "", lambda x: x.base):
             buckets: dict[str, list[Residual]] = defaultdict(list)
             for x in left:
                 buckets[key(x)].append(x)
@@ -99,8 +102,9 @@ def coverage(scored: list[Scored], cells: Cells | None = None) -> dict[str, tupl
         metric = METRICS[s.point.metric]
         est = s.estimate
         base = "training" if est.get("engine") is None else str(est["engine"])
+        training = base == "training"
         cell = find_cell(metric.group, base, families.get(est["card"], "?"), cells,
-                         str(est["task"]) if base == "training" else "")
+                         str(est["task"]) if training else "", str(est["framework"]["id"]) if training else "")
         if cell is None:
             continue
         r = band(s.predicted, cell, inverse=metric.inverse)
@@ -131,7 +135,7 @@ def held_out_coverage(res: list[Residual]) -> dict[str, tuple[int, int]]:
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for i, x in enumerate(res):
         cells = fit_cells(res[:i] + res[i + 1:])
-        cell = find_cell(x.group, x.base, x.family, cells, x.task)
+        cell = find_cell(x.group, x.base, x.family, cells, x.task, x.framework)
         if cell is None:
             continue
         tally = out[x.group]

@@ -132,10 +132,31 @@ def _framework_line(r: dict[str, Any], zh: bool) -> str | None:
             f"framework: {fw['name']} {fw['version']} defaults ({shown}); flags override them")
 
 
+_PEAK_NAMES = {"allocated": ("allocated", "已分配"), "reserved": ("reserved", "已保留"),
+               "nvidia-smi": ("device total", "设备总量")}
+
+
+def _peaks_line(r: dict[str, Any], zh: bool) -> str | None:
+    """Training: the allocator's peaks beside the device total, and which one the framework logs."""
+    m, fw = r["memory"], r.get("framework")
+    if not fw or not m.get("allocated_peak"):
+        return None
+    shows = _PEAK_NAMES.get(fw["peak_reported"])
+    said = ((f"；{fw['name']} 日志显示的是{shows[1]}" if zh else f"; {fw['name']}'s logs show {shows[0]}")
+            if shows else ("；该框架不打印峰值" if zh else f"; {fw['name']} prints no peak"))
+    return ((f"峰值：已分配 {fmt_gib(m['allocated_peak'])}（max_memory_allocated）· 已保留 "
+             f"{fmt_gib(m['reserved_peak'])} · 设备总量 {fmt_gib(m['device_total'])}（nvidia-smi）") if zh else
+            (f"peak: allocated {fmt_gib(m['allocated_peak'])} (max_memory_allocated) · reserved "
+             f"{fmt_gib(m['reserved_peak'])} · device total {fmt_gib(m['device_total'])} (nvidia-smi)")) + said
+
+
 def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
     line = _framework_line(r, zh)
     if line:
         c.print(f"[dim]{line}[/]")
+    peaks = _peaks_line(r, zh)
+    if peaks:
+        c.print(peaks)
     c.print(_verdict_line(r, zh))
     cap = r.get("capacity")
     if cap:

@@ -58,6 +58,7 @@ class Estimate:
         """80 % bands (data/intervals.toml) for the numbers the estimate gives."""
         return ranges_for(estimate_values(self.memory, self.speed, self.cost), training=self.workload.is_training,
                           engine=self.deployment.engine, family=self.deployment.card.family, task=self.workload.task,
+                          framework=self.workload.framework,
                           caps={"capacity.max_context": self.model.max_context})
 
     @property

@@ -68,15 +68,18 @@ def fitted_cells() -> dict[tuple[str, str], Cell]:
         return parse_cells(tomllib.load(fh))
 
 
-def regimes(base: str, family: str, task: str = "") -> tuple[str, ...]:
-    """Where to look, most specific first: the engine (or "training") on this card family, then
-    the training task (full, lora, qlora, pretrain), then the engine, then any."""
-    return (f"{base}/{family}", *([f"{base}/{task}"] if task else []), base, ANY)
+def regimes(base: str, family: str, task: str = "", framework: str = "") -> tuple[str, ...]:
+    """Where to look, most specific first: the training framework, then the engine (or
+    "training") on this card family, then the training task (full, lora, qlora, pretrain), then
+    the engine, then any."""
+    return (*([f"{base}/{framework}"] if framework else []), f"{base}/{family}",
+            *([f"{base}/{task}"] if task else []), base, ANY)
 
 
-def find_cell(group: str, base: str, family: str, cells: Cells | None = None, task: str = "") -> Cell | None:
+def find_cell(group: str, base: str, family: str, cells: Cells | None = None, task: str = "",
+              framework: str = "") -> Cell | None:
     table = fitted_cells() if cells is None else cells
-    for regime in regimes(base, family, task):
+    for regime in regimes(base, family, task, framework):
         cell = table.get((group, regime))
         if cell is not None:
             return cell
@@ -147,14 +150,14 @@ def estimate_values(mem: MemoryResult, speed: InferSpeed | TrainSpeed | None, co
 
 
 def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, family: str, task: str = "",
-               caps: Mapping[str, float] | None = None, cells: Cells | None = None) -> Ranged:
+               framework: str = "", caps: Mapping[str, float] | None = None, cells: Cells | None = None) -> Ranged:
     """Bands for the numbers in `values` (JSON path -> estimate); `caps` bound a band's top
     (a model's maximum context, for one)."""
     base = "training" if training else engine
     out: dict[str, Range] = {}
     for path, group, inverse in (TRAINING if training else SERVING):
         value = values.get(path)
-        cell = find_cell(group, base, family, cells, task if training else "")
+        cell = find_cell(group, base, family, cells, task if training else "", framework if training else "")
         if value is None or cell is None or not math.isfinite(value) or value <= 0:
             continue
         r = band(value, cell, inverse=inverse)

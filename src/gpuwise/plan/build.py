@@ -128,6 +128,7 @@ def candidate_ranges(c: Candidate, model: ModelArch | None = None) -> Ranged:
     d = c.deployment
     return ranges_for(estimate_values(c.memory, c.speed, c.cost), training=c.workload.is_training,
                       engine=d.engine, family=d.card.family, task=c.workload.task,
+                      framework=c.workload.framework,
                       caps={"capacity.max_context": model.max_context} if model else None)
 
 
