@@ -1,0 +1,63 @@
+"""--framework: the shipped rows, defaults resolved with flags winning, and what the output says."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog.frameworks import KNOBS, find_framework, frameworks, resolve_knobs
+from gpuwise.errors import UnknownNameError
+from gpuwise.service import EstimateRequest, estimate_json
+from tests.test_cli import run
+
+IDS = {"hf", "hf-liger", "llama-factory", "unsloth", "torchtune", "deepspeed", "torchtitan", "megatron", "ms-swift"}
+
+
+def test_every_framework_the_issue_names_ships_with_sources() -> None:
+    rows = frameworks()
+    assert IDS <= set(rows)
+    assert all(f.sources and f.version and f.peak_note for f in rows.values())
+
+
+def test_an_explicit_flag_wins_and_the_rest_are_named_as_defaults() -> None:
+    fw = find_framework("torchtune")
+    knobs, defaults = resolve_knobs(fw, "lora", multi_gpu=False, explicit={"grad_ckpt": "none"})
+    assert knobs["grad_ckpt"] == "none" and knobs["loss"] == fw.loss
+    assert "grad_ckpt" not in defaults and "loss" in defaults
+    assert set(defaults) <= set(KNOBS)
+    full, _ = resolve_knobs(fw, "full", multi_gpu=False, explicit={})
+    assert full["optimizer"] == (fw.optimizer_full or fw.optimizer)
+
+
+def test_the_estimate_names_the_framework_and_every_default_it_applied() -> None:
+    r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="rtx-4090", task="lora", framework="torchtune",
+                                      optimizer="adamw8bit"))
+    fw = r["framework"]
+    assert fw["id"] == "torchtune" and fw["knobs"]["optimizer"] == "adamw8bit"
+    assert "optimizer" not in fw["defaults_applied"] and "loss" in fw["defaults_applied"]
+    assert fw["peak_reported"] == "allocated"
+    m = r["memory"]
+    assert 0 < m["allocated_peak"] < m["reserved_peak"] < m["device_total"] == m["required"]
+
+
+def test_frameworks_differ_where_their_defaults_do() -> None:
+    def need(fw: str) -> float:
+        return float(estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090", task="lora",
+                                                   framework=fw))["memory"]["required"])
+    assert need("unsloth") < need("llama-factory") < need("hf")  # fused loss + offload < checkpointing < neither
+    assert need("hf-liger") < need("hf")  # the fused loss drops the logits
+
+
+def test_fixes_are_spelled_in_the_framework_own_words() -> None:
+    r = estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090", task="lora", framework="llama-factory",
+                                      micro_batch=2, seq_len=2048))
+    assert not r["fits"]
+    assert any("--loss fused; in LLaMA-Factory: enable_liger_kernel: true" in s for s in r["suggestions"])
+    assert any("ds_z3_config.json" in s for s in r["suggestions"])
+
+
+def test_an_unknown_framework_is_refused_with_close_matches() -> None:
+    with pytest.raises(UnknownNameError) as err:
+        find_framework("torchtun")
+    assert "torchtune" in str(err.value.text.en if hasattr(err.value, "text") else err.value)
+    proc = run("estimate", "llama-3.1-8b", "--card", "4090", "--task", "lora", "--framework", "torchtun")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "torchtune" in proc.stderr + proc.stdout
