@@ -96,6 +96,14 @@ def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict
     return {**knobs, "framework": fw.id, "framework_defaults": defaults if training else ()}
 
 
+def _ckpt_options(req: Any) -> tuple[str, ...]:
+    """--grad-ckpt auto: no recompute, the framework's own policy, then full recomputation."""
+    from gpuwise.catalog.frameworks import find_framework
+
+    own = find_framework(req.framework).grad_ckpt
+    return tuple(dict.fromkeys(("none", own, "full")))
+
+
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
     _check_hub(req.hub)
@@ -294,7 +302,7 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
                       min_tokens_per_s_per_user=req.min_tokens_per_s_per_user, require=_split(req.require),
                       objective=req.objective, stage=req.stage, allow_offload=req.allow_offload,
                       weights=req.weights, global_batch=global_batch, replicas=req.replicas,
-                      grad_ckpt_options=("none", "full") if req.grad_ckpt == "auto" else (req.grad_ckpt,))
+                      grad_ckpt_options=_ckpt_options(req) if req.grad_ckpt == "auto" else (req.grad_ckpt,))
     offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
