@@ -10,7 +10,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +84,23 @@ def table_rows(doc: Mapping[str, Any], key: str, path: Path, allowed: set[str]) 
         raise data_error(path, Text(key, key), f"'{key}' must be written as [[{key}]] tables.",
                          f"“{key}”应写成 [[{key}]] 表。")
     return rows
+
+
+def id_rows(path: Path, key: str, specs: Mapping[str, FieldSpec],
+            kind: Text) -> Iterator[tuple[Text, dict[str, Any]]]:
+    """Each `[[key]]` row of a data file keyed by `id`, checked against `specs`, with the place
+    errors should name ("stack 'cuda'", "stack #2"); an id seen twice is an error."""
+    doc = read_toml(path)
+    seen: set[str] = set()
+    for i, row in enumerate(table_rows(doc, key, path, {"schema_version", key})):
+        row_id = row.get("id") if isinstance(row, dict) else None
+        where = Text(f"{kind.en} '{row_id}'", f"{kind.zh}“{row_id}”") if isinstance(row_id, str) \
+            else Text(f"{kind.en} #{i + 1}", f"第 {i + 1} 个{kind.zh}")
+        values = check_row(row, specs, path=path, where=where, require=True)
+        if values["id"] in seen:
+            raise data_error(path, where, "the id appears twice.", "id 重复出现。")
+        seen.add(values["id"])
+        yield where, values
 
 
 def check_row(row: Any, specs: Mapping[str, FieldSpec], *, path: Path, where: Text,

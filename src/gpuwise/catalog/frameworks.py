@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwise.catalog._datafile import FieldSpec, check_row, data_error, read_toml, table_rows
+from gpuwise.catalog._datafile import FieldSpec, data_error, id_rows
 from gpuwise.errors import unknown_name
 from gpuwise.i18n import Text
 
@@ -108,19 +108,13 @@ def master_weights_for(fw: Framework, task: str) -> str:
 
 
 def load_frameworks(path: Path) -> dict[str, Framework]:
-    doc = read_toml(path)
+    """Every framework of one file by id; a bad row is a DataError naming the file and the row."""
     out: dict[str, Framework] = {}
-    for i, row in enumerate(table_rows(doc, "framework", path, {"schema_version", "framework"})):
-        row_id = row.get("id") if isinstance(row, dict) else None
-        where = Text(f"framework '{row_id}'", f"框架“{row_id}”") if isinstance(row_id, str) \
-            else Text(f"framework #{i + 1}", f"第 {i + 1} 个框架")
-        values = check_row(row, FRAMEWORK_FIELDS, path=path, where=where, require=True)
+    for where, values in id_rows(path, "framework", FRAMEWORK_FIELDS, Text("framework", "框架")):
         for key in ("grad_ckpt", "grad_ckpt_pretrain"):
             if key in values and not is_grad_ckpt(values[key]):
                 raise data_error(path, where, f"{key} '{values[key]}' is not none, full, selective, op-sac or every-N.",
                                  f"{key}“{values[key]}”不是 none、full、selective、op-sac 或 every-N。")
-        if values["id"] in out:
-            raise data_error(path, where, "the id appears twice.", "id 重复出现。")
         out[values["id"]] = Framework(**values)
     return out
 

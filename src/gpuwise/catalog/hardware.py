@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuwise.catalog._datafile import FieldSpec, check_row, data_error, read_toml, table_rows
+from gpuwise.catalog._datafile import FieldSpec, data_error, id_rows
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 
@@ -32,7 +32,6 @@ FORM_FACTOR_FIELDS: dict[str, FieldSpec] = {
     "unverified": FieldSpec("strlist"),
     "notes": FieldSpec("str"),
 }
-_TOP_LEVEL = {"schema_version", "form_factor"}
 
 # Power supply for a box someone builds: GPU draw x 1.2 + 300 W. The 300 W is the rest of the
 # system (CPU 150-200 W, board, RAM, drives and fans 50-100 W: clankerbuilder.com/blog/
@@ -64,17 +63,10 @@ class FormFactor:
 
 def load_form_factors(path: Path) -> dict[str, FormFactor]:
     """Every row of one form-factor file by id; a bad row is a DataError naming file and row."""
-    doc = read_toml(path)
     out: dict[str, FormFactor] = {}
-    for i, row in enumerate(table_rows(doc, "form_factor", path, _TOP_LEVEL)):
-        row_id = row.get("id") if isinstance(row, dict) else None
-        where = Text(f"form factor '{row_id}'", f"规格“{row_id}”") if isinstance(row_id, str) \
-            else Text(f"form factor #{i + 1}", f"第 {i + 1} 个规格")
-        values = check_row(row, FORM_FACTOR_FIELDS, path=path, where=where, require=True)
+    for where, values in id_rows(path, "form_factor", FORM_FACTOR_FIELDS, Text("form factor", "规格")):
         ff = FormFactor(**values)
         _check_form_factor(ff, path, where)
-        if ff.id in out:
-            raise data_error(path, where, "the id appears twice.", "id 重复出现。")
         out[ff.id] = ff
     return out
 

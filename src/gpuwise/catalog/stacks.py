@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from gpuwise.catalog._datafile import FieldSpec, check_row, data_error, read_toml, table_rows
+from gpuwise.catalog._datafile import FieldSpec, data_error, id_rows
 from gpuwise.i18n import Text
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ STACK_FIELDS: dict[str, FieldSpec] = {
 }
 _VALUE_FIELDS = ("serving_engines", "vllm_image", "train_image", "device_resource",
                  "visible_devices_env", "vllm_extra_env", "docker_run_args", "default_included")
-_TOP_LEVEL = {"schema_version", "stack"}
 
 
 @dataclass(frozen=True)
@@ -67,18 +66,11 @@ class SoftwareStack:
 
 def load_stacks(path: Path) -> dict[str, SoftwareStack]:
     """Every stack of one file by id; a bad row is a DataError naming the file and the row."""
-    doc = read_toml(path)
     out: dict[str, SoftwareStack] = {}
-    for i, row in enumerate(table_rows(doc, "stack", path, _TOP_LEVEL)):
-        row_id = row.get("id") if isinstance(row, dict) else None
-        where = Text(f"stack '{row_id}'", f"软件栈“{row_id}”") if isinstance(row_id, str) \
-            else Text(f"stack #{i + 1}", f"第 {i + 1} 个软件栈")
-        values = check_row(row, STACK_FIELDS, path=path, where=where, require=True)
+    for where, values in id_rows(path, "stack", STACK_FIELDS, Text("stack", "软件栈")):
         _check_stack(values, path, where)
         en, zh = values.pop("why_not_en", None), values.pop("why_not_zh", None)
         why_not = Text(en, zh) if en is not None and zh is not None else None
-        if values["id"] in out:
-            raise data_error(path, where, "the id appears twice.", "id 重复出现。")
         out[values["id"]] = SoftwareStack(**values, why_not=why_not)
     missing = [s for s in STACK_IDS if s not in out]
     if missing:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuwise.catalog.cards import Card
-from gpuwise.catalog.frameworks import is_grad_ckpt
+from gpuwise.catalog.frameworks import LOSSES, OPTIMIZERS, is_grad_ckpt
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 
@@ -18,9 +18,6 @@ Loss = Literal["full", "chunked", "fused"]
 Offload = Literal["none", "cpu", "nvme"]
 TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
 ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp")
-OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
-GRAD_CKPT: tuple[str, ...] = ("none", "full", "selective", "op-sac", "every-2")  # every-N: any N
-LOSSES: tuple[Loss, ...] = ("full", "chunked", "fused")
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 MAX_TOKENS = 1 << 27
