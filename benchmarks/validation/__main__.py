@@ -82,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'metric':20s} {'n':>4s} {'median |err|':>13s} {'p90 |err|':>10s}")
     for m, s in summary.items():
         print(f"{m:20s} {s.n:4d} {s.median:12.1f}% {s.p90:9.1f}%")
-    cells = fit_cells(residuals(scored)) if args.fit else None
+    res = residuals(scored)
+    fresh = fit_cells(res)
+    cells = fresh if args.fit else None
     if cells is not None:
         write_intervals(cells, len(scored))
         print(f"\nwrote {INTERVALS.relative_to(ROOT)} ({len(cells)} bands)")
-    cover = coverage(scored, cells)
-    held = held_out_coverage(residuals(scored))
+    cover = coverage(res, cells)
+    held = held_out_coverage(res)
     print(f"\n{'group':14s} {'inside its 80 % band':>22s} {'held out':>12s}")
     for group, (inside, n) in cover.items():
         a, b = held.get(group, (0, 0))
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         write_baseline(summary)
         print(f"wrote {BASELINE.relative_to(ROOT)}")
     failures = [*gate_failures(scored, summary, cover, load_baseline()),
-                *stale_bands(fit_cells(residuals(scored)), cells or fitted_cells())] if args.gate else \
+                *stale_bands(fresh, cells or fitted_cells())] if args.gate else \
         [f"{s.point.id}: outside its tolerance" for s in scored if not s.passes]
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)

@@ -13,7 +13,7 @@ from benchmarks.validation.metrics import METRICS
 from benchmarks.validation.score import Scored
 from benchmarks.validation.table import ROOT
 from gpuwise.catalog.cards import load_cards
-from gpuwise.estimate.ranges import ANY, Cell, Cells, band, find_cell
+from gpuwise.estimate.ranges import ANY, Cell, Cells, find_cell
 
 INTERVALS = ROOT / "src" / "gpuwise" / "data" / "intervals.toml"
 TARGET = 0.83  # in-sample aim: held out (leave-one-out) that reads ~75-80 %, see held_out_coverage
@@ -92,26 +92,25 @@ def _cell(group: str, regime: str, members: list[Residual]) -> Cell:
     return Cell(group, regime, q_low, q_high, tuple(sorted(x.point_id for x in members)))
 
 
-def coverage(scored: list[Scored], cells: Cells | None = None) -> dict[str, tuple[int, int]]:
-    """Per group: (points inside their band, points), using the product's own band lookup."""
-    families = {c.id: c.family for c in load_cards([])}
+def _inside(x: Residual, cells: Cells | None) -> bool | None:
+    """Whether the point's residual lies in the band the product would give it (None: no band)."""
+    cell = find_cell(x.group, x.base, x.family, cells, x.task, x.framework)
+    return None if cell is None else cell.q_low - 1e-9 <= x.r <= cell.q_high + 1e-9
+
+
+def _tally(hits: list[tuple[str, bool | None]]) -> dict[str, tuple[int, int]]:
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for s in scored:
-        if s.predicted is None or s.estimate is None:
-            continue
-        metric = METRICS[s.point.metric]
-        est = s.estimate
-        base = "training" if est.get("engine") is None else str(est["engine"])
-        training = base == "training"
-        cell = find_cell(metric.group, base, families.get(est["card"], "?"), cells,
-                         str(est["task"]) if training else "", str(est["framework"]["id"]) if training else "")
-        if cell is None:
-            continue
-        r = band(s.predicted, cell, inverse=metric.inverse)
-        tally = out[metric.group]
-        tally[1] += 1
-        tally[0] += r.low * (1 - 1e-9) <= s.point.value <= r.high * (1 + 1e-9)
+    for group, inside in hits:
+        if inside is not None:
+            out[group][0] += inside
+            out[group][1] += 1
     return {g: (a, b) for g, (a, b) in sorted(out.items())}
+
+
+def coverage(res: list[Residual], cells: Cells | None = None) -> dict[str, tuple[int, int]]:
+    """Per group: (points inside their band, points), with the product's own band lookup (the
+    band around an estimate holds the measurement exactly when the residual lies in the cell)."""
+    return _tally([(x.group, _inside(x, cells)) for x in res])
 
 
 def write_intervals(cells: dict[tuple[str, str], Cell], n_points: int, path: Path = INTERVALS) -> None:
@@ -132,13 +131,4 @@ def write_intervals(cells: dict[tuple[str, str], Cell], n_points: int, path: Pat
 def held_out_coverage(res: list[Residual]) -> dict[str, tuple[int, int]]:
     """Per group: how often a point falls inside the band fitted WITHOUT it (leave-one-out),
     the honest reading of the in-sample coverage that CI checks."""
-    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for i, x in enumerate(res):
-        cells = fit_cells(res[:i] + res[i + 1:])
-        cell = find_cell(x.group, x.base, x.family, cells, x.task, x.framework)
-        if cell is None:
-            continue
-        tally = out[x.group]
-        tally[1] += 1
-        tally[0] += cell.q_low - 1e-9 <= x.r <= cell.q_high + 1e-9
-    return {g: (a, b) for g, (a, b) in sorted(out.items())}
+    return _tally([(x.group, _inside(x, fit_cells(res[:i] + res[i + 1:]))) for i, x in enumerate(res)])
