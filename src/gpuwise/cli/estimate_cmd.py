@@ -111,7 +111,7 @@ def _sources_line(r: dict[str, Any], zh: bool) -> str | None:
     if not prov:
         return None
     inputs = prov["inputs"]
-    rates = (("实测 {s}" if zh else "measured in {s}").format(s=inputs["calibration"]["source"])
+    rates = (("实测 {s}" if zh else "measured in {s}").format(s=inputs["calibration"]["file"])
              if "calibration" in inputs else ("数据手册 × data/efficiency.toml" if zh else
                                               "datasheet x data/efficiency.toml"))
     rows = sum(len(v) for v in prov.get("ranges", {}).get("rows", {}).values())

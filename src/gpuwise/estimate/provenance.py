@@ -37,11 +37,7 @@ def inputs_of(model: ModelArch, card: Card, calibration: Any) -> dict[str, Entry
                     "source": "data/engines.toml"},
     }
     if calibration is not None:
-        out["calibration"] = {"kind": "measured", "source": str(getattr(calibration, "source", "")),
-                              "card": getattr(calibration, "card_name", None) or getattr(calibration, "card_id", None),
-                              "date": getattr(calibration, "collected_at", None),
-                              "pci_device_id": getattr(calibration, "pci_device_id", None),
-                              "device_id_checked": getattr(calibration, "device_id_checked", False)}
+        out["calibration"] = {"kind": "measured", **calibration.to_dict()}  # file, card, date, device id
     else:
         out |= {"card_bandwidth": _card(card, "mem_bw_gbps", "memory bandwidth"),
                 "card_tensor_rate": _card(card, "bf16_dense_tflops", "dense tensor rates"),

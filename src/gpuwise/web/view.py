@@ -111,7 +111,7 @@ def scatter(plan: dict[str, Any], L: dict[str, str]) -> dict[str, Any]:
 def _sources(est: dict[str, Any], L: dict[str, str]) -> str:
     prov = est["provenance"]
     cal = prov["inputs"].get("calibration")
-    rates = L["rates_measured"].format(file=cal["source"]) if cal else L["rates_datasheet"]
+    rates = L["rates_measured"].format(file=cal["file"]) if cal else L["rates_datasheet"]
     rows = sum(len(v) for v in prov.get("ranges", {}).get("rows", {}).values())
     return L["sources"].format(rates=rates, n=rows)
 
