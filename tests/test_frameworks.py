@@ -61,3 +61,17 @@ def test_an_unknown_framework_is_refused_with_close_matches() -> None:
     assert "torchtune" in str(err.value.text.en if hasattr(err.value, "text") else err.value)
     proc = run("estimate", "llama-3.1-8b", "--card", "4090", "--task", "lora", "--framework", "torchtun")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "torchtune" in proc.stderr + proc.stdout
+
+
+def test_float8_training_is_refused_on_a_card_without_fp8() -> None:
+    from gpuwise.errors import InputError
+
+    with pytest.raises(InputError, match="FP8"):
+        estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="pretrain", float8=True))
+    assert estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", task="pretrain",
+                                         float8=True))["framework"]["knobs"]["float8"]
+
+
+def test_an_escape_sequence_in_a_flag_never_reaches_the_terminal() -> None:
+    proc = run("estimate", "llama-3.1-8b", "--card", "4090", "--task", "lora", "--framework", "torch\x1b[31mtune")
+    assert proc.returncode == 2 and "\x1b" not in proc.stderr + proc.stdout

@@ -46,6 +46,12 @@ def clean_text(s: str, limit: int = NAME_LIMIT) -> str:
     return text[:max(0, limit)].rstrip()
 
 
+def printable(s: str) -> str:
+    """Text safe to print on a terminal: control/format characters -> space, line breaks kept
+    (an escape sequence in a user's model or flag value must not reach the terminal)."""
+    return "".join(ch if ch == "\n" or not _is_unsafe(ch) else " " for ch in str(s))
+
+
 def comment_line(s: str, limit: int = COMMENT_LIMIT) -> str:
     """Text safe after `# ` in a shell, YAML or Python comment: cleaned, one line.
 

@@ -12,6 +12,7 @@ import typer
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang, Text, pick_lang
 from gpuwise.jsonable import json_default
+from gpuwise.textsafe import printable
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (stable schema).")]
 LangOpt = Annotated[
@@ -41,9 +42,9 @@ def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:
 
         console = Console(stderr=True, highlight=False)
         label = "错误" if lang == "zh" else "error"
-        console.print(f"[bold red]{label}:[/] {escape(err.message.render(lang))}", markup=True)
+        console.print(f"[bold red]{label}:[/] {escape(printable(err.message.render(lang)))}", markup=True)
         if err.hint is not None:
-            console.print(err.hint.render(lang), markup=False)
+            console.print(printable(err.hint.render(lang)), markup=False)
     raise typer.Exit(err.exit_code)
 
 

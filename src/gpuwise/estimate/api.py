@@ -165,13 +165,13 @@ def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_cont
         _check_context(model, w)
     card = d.card
     fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
-    if fmt != "fp8" or card.dense_tflops("fp8") is not None:
+    if (fmt != "fp8" and not (w.is_training and w.float8)) or card.dense_tflops("fp8") is not None:
         return
     if w.is_training:
         raise InputError(Text(f"{card.name} has no FP8 tensor cores, so it cannot train in FP8.",
                               f"{card.name} 没有 FP8 张量核心，无法做 FP8 训练。"),
-                         hint=Text("Train in bf16 (--weights bf16), or pick a card with FP8 (Ada, Hopper, Blackwell).",
-                                   "请用 bf16 训练（--weights bf16），或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
+                         hint=Text("Train in bf16 (drop --float8, or --weights bf16), or pick a card with FP8 (Ada, Hopper, Blackwell).",
+                                   "请用 bf16 训练（去掉 --float8，或 --weights bf16），或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
     if d.engine != "vllm" or card.software != "cuda":  # Marlin's weight-only FP8 is a CUDA kernel
         raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
                               f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),
