@@ -17,6 +17,7 @@ _LABELS = {
     "adapters": ("LoRA adapters", "LoRA 适配器"), "gradients": ("gradients", "梯度"),
     "optimizer": ("optimizer states", "优化器状态"), "activations": ("activations", "激活"),
     "zero3_gather": ("ZeRO-3 gather buffers", "ZeRO-3 收集缓冲"),
+    "allocator_slack": ("allocator cache (reserved - allocated)", "分配器缓存（保留 - 已分配）"),
 }
 
 
