@@ -24,7 +24,7 @@ from benchmarks.validation.gate import (
     write_baseline,
 )
 from benchmarks.validation.metrics import METRICS
-from benchmarks.validation.score import Scored, score, summarise
+from benchmarks.validation.score import Scored, false_refusals, score, summarise
 from benchmarks.validation.table import ROOT, Point, TableError, load_points
 from gpuwise.estimate.ranges import fitted_cells
 
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = _counts(points)
     for kind, tally in counts.items():
         print(f"\npoints per {kind} (scored/all): " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in tally.items()))
+    refused = false_refusals(scored)
+    print(f"\ntraining runs that ran but gpuwise calls 'does not fit': {len(refused)}"
+          + "".join(f"\n  {s.point.id}" for s in refused))
     print(f"\n{len(points)} points: {len(scored)} scored, {len(todo)} not yet expressible")
     for p in todo:
         print(f"  to do: {p.id}: {p.missing}")

@@ -1,5 +1,6 @@
 """CI's gate: no metric more than 2 points worse than validation/baseline.json, every must_pass
-point inside its tolerance, every group's band holding 75-85 % of its points."""
+point inside its tolerance, no "does not fit" on a training run that ran, every group's band
+holding 75-85 % of its points."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 
 from benchmarks.validation.fit import COVERAGE, MIN_CELL
-from benchmarks.validation.score import Scored, Summary
+from benchmarks.validation.score import Scored, Summary, false_refusals
 from benchmarks.validation.table import ROOT
 from gpuwise.estimate.ranges import Cells
 
@@ -38,6 +39,8 @@ def gate_failures(scored: list[Scored], summary: dict[str, Summary], cover: dict
         if not s.passes:
             got = f"{s.rel_error:+.1%}" if s.predicted is not None else f"refused ({s.error})"
             failures.append(f"{s.point.id}: must pass within {s.point.tolerance:.0%}, got {got}")
+    for s in false_refusals(scored):
+        failures.append(f"{s.point.id}: the run ran, gpuwise says it does not fit")
     lo, hi = COVERAGE
     for group, (inside, n) in cover.items():
         if n >= MIN_CELL and not lo <= inside / n <= hi:  # fewer points cannot show 75-85 %

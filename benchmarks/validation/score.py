@@ -63,6 +63,15 @@ def score(point: Point) -> Scored:
     return Scored(point, predicted, est)
 
 
+TRAINING_TASKS = ("lora", "qlora", "full", "pretrain")
+
+
+def false_refusals(scored: list[Scored]) -> list[Scored]:
+    """Training points (each one a run that ran and printed its figure) that gpuwise says do not fit."""
+    return [s for s in scored if s.point.request.get("task") in TRAINING_TASKS
+            and s.estimate is not None and s.estimate.get("fit") == "does_not_fit"]
+
+
 @dataclass(frozen=True)
 class Summary:
     metric: str
