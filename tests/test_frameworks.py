@@ -49,7 +49,7 @@ def test_frameworks_differ_where_their_defaults_do() -> None:
 
 def test_fixes_are_spelled_in_the_framework_own_words() -> None:
     r = estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090", task="lora", framework="llama-factory",
-                                      micro_batch=2, seq_len=2048))
+                                      micro_batch=4, seq_len=2048))
     assert not r["fits"]
     assert any("--loss fused; in LLaMA-Factory: enable_liger_kernel: true" in s for s in r["suggestions"])
     assert any("ds_z3_config.json" in s for s in r["suggestions"])

@@ -24,6 +24,7 @@ LOSSES = ("full", "chunked", "fused")
 OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
 SHARDING = ("ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp2")
 PEAKS = ("allocated", "reserved", "nvidia-smi", "none")
+TRAINING_TASKS = ("lora", "qlora", "full", "pretrain")
 _EVERY = re.compile(r"^every-([1-9][0-9]?)$")
 FIXES = ("fix_checkpointing", "fix_activation_offload", "fix_fused_loss", "fix_8bit_optimizer",
          "fix_optimizer_offload", "fix_sharding")
@@ -58,6 +59,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
+    "default_for": _F("strlist", choices=TRAINING_TASKS), "default_reason": _F("str"),
 }
 
 
@@ -99,6 +101,8 @@ class Framework:
     fix_sharding: str | None = None
     unverified: tuple[str, ...] = ()
     notes: str = ""
+    default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
+    default_reason: str = ""
 
 
 def master_weights_for(fw: Framework, task: str) -> str:
@@ -116,6 +120,12 @@ def load_frameworks(path: Path) -> dict[str, Framework]:
                 raise data_error(path, where, f"{key} '{values[key]}' is not none, full, selective, op-sac or every-N.",
                                  f"{key}“{values[key]}”不是 none、full、selective、op-sac 或 every-N。")
         out[values["id"]] = Framework(**values)
+    for task in TRAINING_TASKS:
+        rows = [fw.id for fw in out.values() if task in fw.default_for]
+        if len(rows) > 1:
+            raise data_error(path, Text(f"task '{task}'", f"任务“{task}”"),
+                             f"default_for names it in more than one row ({', '.join(rows)}).",
+                             f"default_for 在多行中都包含它（{', '.join(rows)}）。")
     return out
 
 
@@ -125,11 +135,18 @@ def frameworks() -> dict[str, Framework]:
     return load_frameworks(SHIPPED_FRAMEWORKS)
 
 
-def find_framework(name: str) -> Framework:
+AUTO = "auto"
+
+
+def find_framework(name: str, task: str = "") -> Framework:
+    """A framework by id; `auto` is the row whose default_for holds `task` (hf when none does)."""
     table = frameworks()
-    found = table.get(name.strip().lower())
+    key = name.strip().lower()
+    if key == AUTO:
+        return next((fw for fw in table.values() if task in fw.default_for), table["hf"])
+    found = table.get(key)
     if found is None:
-        raise unknown_name(Text("framework", "训练框架"), name, list(table), "gpuwise estimate --help")
+        raise unknown_name(Text("framework", "训练框架"), name, [AUTO, *table], "gpuwise estimate --help")
     return found
 
 

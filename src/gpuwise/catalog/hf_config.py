@@ -204,7 +204,8 @@ def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
     heads = r.int("num_attention_heads", "n_head", "n_heads")
     kv_default = 1 if cfg.get("multi_query") else heads
     kv_heads = r.int("num_key_value_heads", "n_kv_heads", "num_kv_heads", default=kv_default)
-    inter = r.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
+    inter = r.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size",
+                  default=4 * hidden) // int(fam.get("intermediate_divisor", 1))
     kinds, window = _layer_kinds(r, layers)
     learned = r.int("n_positions", default=0, low=0, high=_MAX_CONTEXT) if fam.get("norm_bias") else 0
     notes: list[Text] = []

@@ -117,6 +117,7 @@ def framework_dict(w: Workload) -> dict[str, Any]:
              "packing": w.packing, "compile": w.compile, "float8": w.float8}
     return {"id": fw.id, "name": fw.name, "version": fw.version, "launch": fw.launch,
             "knobs": knobs, "defaults_applied": list(w.framework_defaults),
+            "chosen_by_default": "framework" in w.framework_defaults, "default_reason": fw.default_reason,
             "adapter_dtype": fw.adapter_dtype, "master_weights": fw.master_weights,
             "peak_reported": fw.peak_reported, "peak_note": fw.peak_note, "sources": list(fw.sources)}
 
