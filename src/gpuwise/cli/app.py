@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from gpuwise import __version__
 
 app = typer.Typer(
     name="gpuwise",
-    help="Size, speed, cost and verify GPU servers for AI work. 选卡、估显存、算速度与成本、验收服务器。",
+    help="Size, speed, cost and verify GPU servers for AI work.\n\n选卡、估显存、算速度与成本、验收服务器。",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's own help layout: a long flag gets its own line and the text wraps under it. Rich's
+    # panels cut flag names at 80 columns (`--max-num-batched…`), which a user then cannot type.
+    rich_markup_mode=None,
 )
 
 
@@ -35,6 +40,7 @@ def _register() -> None:
         cards_cmd,
         doctor_cmd,
         estimate_cmd,
+        fleet_cmd,
         model_cmd,
         plan_cmd,
         serve_cmd,
@@ -43,8 +49,27 @@ def _register() -> None:
 
     for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd, serve_cmd):
         module.register(app)
+    for extra in (fleet_cmd,):  # issue 13: fleet, exporter, mig, place, submit, inventory
+        extra.register(app)
+
+
+def _short_help() -> None:
+    """Each command's summary in the command list is its first sentence, whole: Click would cut
+    it with '...' at the terminal's width, and then wraps an explicit one instead."""
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
+        if info.short_help is not None:
+            continue
+        doc = info.help or getattr(info.callback, "__doc__", None) or ""
+        first = doc.strip().split("\n\n")[0].replace("\n", " ")
+        info.short_help = first.split(". ")[0].rstrip(".") + "." if first else None
 
 
 def run() -> None:
+    from gpuwise.cli.helpfmt import use_cell_help
+
     _register()
-    app()
+    _short_help()
+    command = typer.main.get_command(app)
+    use_cell_help(command)
+    command()
