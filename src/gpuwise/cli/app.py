@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import typer
@@ -41,6 +42,7 @@ def _register() -> None:
         doctor_cmd,
         estimate_cmd,
         fleet_cmd,
+        mig_cmd,
         model_cmd,
         plan_cmd,
         serve_cmd,
@@ -49,7 +51,7 @@ def _register() -> None:
 
     for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd, serve_cmd):
         module.register(app)
-    for extra in (fleet_cmd,):  # issue 13: fleet, exporter, mig, place, submit, inventory
+    for extra in (fleet_cmd, mig_cmd):  # issue 13: fleet, exporter, mig, place, submit, inventory
         extra.register(app)
 
 
@@ -65,11 +67,17 @@ def _short_help() -> None:
         info.short_help = first.split(". ")[0].rstrip(".") + "." if first else None
 
 
-def run() -> None:
+@functools.cache
+def command() -> Any:
+    """The Click command tree, built once: every module's commands, whole summaries, cell-wrapped help."""
     from gpuwise.cli.helpfmt import use_cell_help
 
     _register()
     _short_help()
-    command = typer.main.get_command(app)
-    use_cell_help(command)
-    command()
+    built = typer.main.get_command(app)
+    use_cell_help(built)
+    return built
+
+
+def run() -> None:
+    command()()

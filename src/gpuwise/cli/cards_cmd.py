@@ -22,7 +22,7 @@ from gpuwise.catalog.prices import (
     providers,
 )
 from gpuwise.catalog.prices_import import FORMATS, PriceImport, import_prices
-from gpuwise.cli.common import JsonOpt, LangOpt, run_command
+from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, run_command
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Lang, Text
 
@@ -282,35 +282,39 @@ def _price(quote: PriceQuote | None) -> str:
     return f"{quote.low:g}–{quote.high:g}"
 
 
-_HEADERS = [Text("id", "id"), Text("name", "名称"), Text("memory GB / CUDA GiB", "显存 GB / CUDA GiB"),
-            Text("bandwidth GB/s", "带宽 GB/s"), Text("BF16 dense TF", "BF16 稠密 TF"),
-            Text("FP8 dense TF", "FP8 稠密 TF"), Text("interconnect GB/s", "互联 GB/s"),
-            Text("PCIe", "PCIe"), Text("TDP W", "功耗 W"), Text("ECC", "ECC"),
-            Text("typical CNY/h", "参考价 元/卡时")]
+# Columns of `gpuwise cards`: id, memory, bandwidth and BF16 always show; on a narrow terminal the
+# rest go in the order of `keep` (highest first), and `gpuwise cards ID` shows every field.
+_COLUMNS = [Column(Text("id", "id")), Column(Text("name", "名称"), keep=8),
+            Column(Text("memory GB / CUDA GiB", "显存 GB / CUDA GiB"), right=True),
+            Column(Text("bandwidth GB/s", "带宽 GB/s"), right=True),
+            Column(Text("BF16 dense TF", "BF16 稠密 TF"), right=True),
+            Column(Text("FP8 dense TF", "FP8 稠密 TF"), keep=2, right=True),
+            Column(Text("interconnect GB/s", "互联 GB/s"), keep=3),
+            Column(Text("PCIe", "PCIe"), keep=6), Column(Text("TDP W", "功耗 W"), keep=5, right=True),
+            Column(Text("ECC", "ECC"), keep=4), Column(Text("typical CNY/h", "参考价 元/卡时"), keep=1, right=True)]
 
 
 def _render(result: CardList | CardDetail, lang: Lang) -> None:
     if isinstance(result, CardDetail):
         _render_detail(result, lang)
         return
-    from rich.table import Table
-
-    table = Table(show_lines=False, header_style="bold")
-    for i, header in enumerate(_HEADERS):
-        table.add_column(header.render(lang), overflow="fold", no_wrap=i == 0)
-    for card in result.cards:
-        table.add_row(_esc(card.id), _esc(card.name),
-                      f"{_val(card, 'memory_gb', 0)} / {_val(card, 'memory_cuda_gib', 2)}",
-                      _val(card, "mem_bw_gbps", 0), _val(card, "bf16_dense_tflops", 2),
-                      _val(card, "fp8_dense_tflops", 2), _link(card), _pcie(card),
-                      _val(card, "tdp_w", 0), _yes_no(card.ecc, lang), _price(result.quotes[card.id]))
+    rows = [[card.id, card.name, f"{_val(card, 'memory_gb', 0)} / {_val(card, 'memory_cuda_gib', 2)}",
+             _val(card, "mem_bw_gbps", 0), _val(card, "bf16_dense_tflops", 2),
+             _val(card, "fp8_dense_tflops", 2), _link(card), _pcie(card),
+             _val(card, "tdp_w", 0), _yes_no(card.ecc, lang), _price(result.quotes[card.id])]
+            for card in result.cards]
     console = _console()
+    table, dropped = fit_table(console, _COLUMNS, rows, lang)
     console.print(table)
     count = Text(f"{len(result.cards)} cards. ", f"共 {len(result.cards)} 张卡。")
     price_note = Text("Prices: 2026 China market reference, per GPU-hour (override in your prices file).",
                       "价格：2026 年国内市场参考，元/卡时（可用自己的价格文件覆盖）。")
     console.print((count + LEGEND).render(lang), markup=False)
     console.print(price_note.render(lang), markup=False)
+    note = dropped_note(dropped, lang)
+    if note is not None:
+        console.print(note + Text(" `gpuwise cards ID` shows every field.",
+                                  "`gpuwise cards ID` 显示全部字段。").render(lang), markup=False)
 
 
 def _yes_no(value: bool | None, lang: Lang) -> str:
@@ -355,22 +359,23 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
 
 
 def _render_prices(result: dict[str, Any], lang: Lang) -> None:
-    from rich.table import Table
-
-    heads = [Text("provider", "来源"), Text("card", "显卡"), Text("billing", "计费"),
-             Text("price", "价格"), Text("unit", "单位"), Text("as of", "日期"), Text("note", "备注")]
-    table = Table(header_style="bold")
-    for head in heads:
-        table.add_column(head.render(lang), overflow="fold")
+    columns = [Column(Text("provider", "来源")), Column(Text("card", "显卡")),
+               Column(Text("billing", "计费"), keep=3), Column(Text("price", "价格"), right=True),
+               Column(Text("unit", "单位"), keep=2), Column(Text("as of", "日期"), keep=4),
+               Column(Text("note", "备注"), keep=1)]
+    rows = []
     for row in result["prices"]:
         offer = PriceOffer(**row)
         price = f"{offer.low:g}" if offer.low == offer.high else f"{offer.low:g}–{offer.high:g}"
         where = f"{offer.provider} ({offer.region})" if offer.region else offer.provider
-        table.add_row(*(_esc(v) for v in (where, offer.card, offer.billing,
-                                          f"{price} {offer.currency}", offer.unit, offer.as_of,
-                                          offer.note)))
+        rows.append([where, offer.card, offer.billing, f"{price} {offer.currency}", offer.unit, offer.as_of,
+                     offer.note])
     console = _console()
+    table, dropped = fit_table(console, columns, rows, lang)
     console.print(table)
+    note = dropped_note(dropped, lang)
+    if note is not None:
+        console.print(note, markup=False)
     console.print(Text("Defaults, not quotes: put your provider's prices in "
                        "~/.config/gpuwise/prices.toml (docs/data-schema.md).",
                        "以上为参考值而非报价：可把实际价格写入 ~/.config/gpuwise/prices.toml"

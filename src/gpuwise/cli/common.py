@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -72,3 +73,137 @@ def fmt_count(n: float) -> str:
         if abs(n) >= size:
             return f"{n / size:,.2f} {suffix}"
     return f"{n:,.0f}"
+
+
+# ------------------------------------------------------------------ words and units for people
+
+TASK_NAMES: dict[str, Text] = {
+    "infer": Text("inference", "推理"), "full": Text("full fine-tune", "全参微调"),
+    "lora": Text("LoRA fine-tune", "LoRA 微调"), "qlora": Text("QLoRA fine-tune", "QLoRA 微调"),
+    "pretrain": Text("pre-training", "预训练"),
+}
+# Currency words: the page and the CLI say the same thing (元/时 beside 元/h would be two units).
+_CURRENCY_ZH = {"CNY": "元", "USD": "美元", "EUR": "欧元"}
+
+
+def task_name(task: str, lang: Lang) -> str:
+    name = TASK_NAMES.get(task)
+    return name.render(lang) if name is not None else task
+
+
+def money(currency: str, lang: Lang) -> str:
+    """'CNY' in English, '元' in Chinese (any other code as it is)."""
+    return _CURRENCY_ZH.get(currency, currency) if lang == "zh" else currency
+
+
+def per_hour(currency: str, lang: Lang) -> str:
+    """'CNY/h' or '元/时'."""
+    return f"{money(currency, lang)}/时" if lang == "zh" else f"{currency}/h"
+
+
+def fmt_hours(hours: float, lang: Lang, band: dict[str, float] | None = None) -> str:
+    """2.51 -> '2.5 h' / '2.5 小时'; minutes under an hour, days past 48 h; a band in the same unit."""
+    zh = lang == "zh"
+    scale, unit = ((1 / 24, "天" if zh else "days") if hours >= 48 else
+                   (60.0, "分钟" if zh else "min") if hours < 1 else (1.0, "小时" if zh else "h"))
+    digits = 0 if scale == 60.0 else 1
+    shown = f"{hours * scale:,.{digits}f}"
+    if band:
+        shown += f" ({band['low'] * scale:,.{digits}f}-{band['high'] * scale:,.{digits}f})"
+    return f"{shown} {unit}"
+
+
+def on_off(value: object, lang: Lang) -> str:
+    if not isinstance(value, bool):
+        return str(value)
+    return ("开" if value else "关") if lang == "zh" else ("on" if value else "off")
+
+
+def safe(text: object) -> str:
+    """Outside text (model names from files, hub ids) as Rich markup that prints it literally:
+    `[link=...]` stays text and control characters never reach the terminal."""
+    from rich.markup import escape
+
+    return escape(printable(str(text)))
+
+
+# ------------------------------------------------------------------ tables that fit the terminal
+
+@dataclass(frozen=True)
+class Column:
+    """One table column. `keep` 0 is never dropped; a narrow terminal drops the highest first."""
+
+    head: Text
+    keep: int = 0
+    right: bool = False
+
+
+def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], lang: Lang, *,
+              title: str | None = None) -> tuple[Any, list[str]]:
+    """A table that fits `console.width` without splitting a word.
+
+    Each column needs at least its longest word and at most its longest cell. Low-value columns
+    are dropped (highest `keep` first) until the minimums fit; the width left over goes to the
+    columns in proportion to what they lack, and every width is fixed so Rich never squeezes a
+    column below its longest word. Cells are plain text (never markup). Returns the table and the
+    names of the dropped columns."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text as RichText
+
+    heads = [RichText(col.head.render(lang)) for col in columns]
+    cells = [[RichText(printable(str(cell))) for cell in row] for row in rows]
+    wide = console.options.update_width(100_000)
+    lows, body, highs = [], [], []  # longest word; longest body cell; longest cell or header
+    for i, head in enumerate(heads):
+        at_head = head.__rich_measure__(console, wide)
+        measured = [row[i].__rich_measure__(console, wide) for row in cells]
+        lows.append(max([at_head.minimum, *(m.minimum for m in measured)]))
+        body.append(max([lows[i], *(m.maximum for m in measured)]))
+        highs.append(max(body[i], at_head.maximum))
+    shown = list(range(len(columns)))
+
+    def room() -> int:  # the width the cells may use: separators and padding take 3 per column
+        return int(console.width) - 3 * len(shown) + 1
+
+    while sum(lows[i] for i in shown) > room():
+        droppable = [i for i in shown if columns[i].keep > 0]
+        if not droppable:
+            break
+        shown.remove(max(droppable, key=lambda i: (columns[i].keep, i)))
+    spare = max(0, room() - sum(lows[i] for i in shown))
+    widths = {i: lows[i] for i in shown}
+    for target in (body, highs):  # rows on one line first, then headers
+        wanting = sorted(shown, key=lambda i: target[i] - widths[i])  # the cheapest to make whole first
+        for n, i in enumerate(wanting):
+            lack = max(0, target[i] - widths[i])
+            if lack <= spare:
+                widths[i], spare = widths[i] + lack, spare - lack
+                continue
+            rest = [j for j in wanting[n:] if target[j] > widths[j]]
+            total = sum(target[j] - widths[j] for j in rest)
+            shares = {j: spare * (target[j] - widths[j]) // total for j in rest}
+            for j in rest:
+                widths[j] += shares[j]
+            widths[rest[-1]] += spare - sum(shares.values())  # the rounding remainder
+            spare = 0
+            break
+    table = Table(title=None if title is None else RichText(printable(title)),
+                  box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, padding=(0, 1))
+    for i in shown:
+        table.add_column(heads[i], justify="right" if columns[i].right else "left",
+                         width=widths[i], overflow="fold")
+    for row in cells:
+        table.add_row(*(row[i] for i in shown))
+    dropped = [columns[i].head.render(lang) for i in range(len(columns)) if i not in shown]
+    return table, dropped
+
+
+DROPPED_NOTE = Text("Not shown at this width: {names} (widen the terminal or use --json).",
+                    "终端较窄，未显示：{names}（加宽终端或用 --json 查看）。")
+
+
+def dropped_note(dropped: Sequence[str], lang: Lang) -> str | None:
+    if not dropped:
+        return None
+    return DROPPED_NOTE.render(lang).format(names=("、" if lang == "zh" else ", ").join(dropped))

@@ -7,8 +7,21 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwise.cli.common import JsonOpt, LangOpt, fmt_gib, run_command
-from gpuwise.i18n import Lang
+from gpuwise.cli.common import (
+    Column,
+    JsonOpt,
+    LangOpt,
+    fit_table,
+    fmt_gib,
+    fmt_hours,
+    money,
+    on_off,
+    per_hour,
+    run_command,
+    safe,
+    task_name,
+)
+from gpuwise.i18n import Lang, Text
 
 _LABELS = {
     "weights": ("weights", "权重"), "kv_cache": ("KV cache", "KV 缓存"),
@@ -18,37 +31,34 @@ _LABELS = {
     "optimizer": ("optimizer states", "优化器状态"), "activations": ("activations", "激活"),
     "zero3_gather": ("ZeRO-3 gather buffers", "ZeRO-3 收集缓冲"),
     "allocator_slack": ("allocator cache (reserved - allocated)", "分配器缓存（保留 - 已分配）"),
+    "sampler_peak": ("sampler profiling peak", "采样器探测峰值"), "cuda_graphs": ("CUDA graphs", "CUDA graph"),
 }
 
 
 def render_estimate(r: dict[str, Any], lang: Lang, explain: bool = False) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     zh = lang == "zh"
     c = Console(highlight=False)
     m = r["memory"]
-    title = (f"{r['model']['name']} · {r['card']} × {r['gpus']} · {r['task']}"
-             + (f" · {r['engine']}" if r.get("engine") else ""))
-    t = Table(title=title + ("（每卡）" if zh else " (per GPU)"))
-    t.add_column("项目" if zh else "component")
-    t.add_column("显存" if zh else "memory", justify="right")
+    title = " · ".join([r["model"]["name"], f"{r['card']} × {r['gpus']}", task_name(r["task"], lang),
+                        *([r["engine"]] if r.get("engine") else [])]) + ("（每卡）" if zh else " (per GPU)")
+    columns = [Column(Text("component", "项目")), Column(Text("memory", "显存"), right=True)]
     if explain:
-        t.add_column("依据" if zh else "why")
+        columns.append(Column(Text("why", "依据")))
+    rows: list[list[str]] = []
     for item in m["items"]:
         label = _LABELS.get(item["name"], (item["name"], item["name"]))[1 if zh else 0]
-        row = [label, fmt_gib(item["bytes"])]
-        if explain:
-            row.append(item["why_zh" if zh else "why"])
-        t.add_row(*row)
+        rows.append([label, fmt_gib(item["bytes"]), *([item["why_zh" if zh else "why"]] if explain else [])])
+    pad = [""] if explain else []
     if "kv_pool" in m:
-        t.add_row("vLLM KV 池" if zh else "vLLM KV pool", fmt_gib(m["kv_pool"]), *([""] if explain else []))
-    t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]",
-              f"[bold]{fmt_gib(m['required'])}[/]" + _band(r, "memory.required", lambda v: f"{v / 2**30:,.1f}"),
-              *([""] if explain else []))
-    t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), *([""] if explain else []))
-    c.print(t)
-    _render_verdict(c, r, zh)
+        rows.append(["vLLM KV 池" if zh else "vLLM KV pool", fmt_gib(m["kv_pool"]), *pad])
+    rows.append(["合计（需要）" if zh else "required",
+                 fmt_gib(m["required"]) + _band(r, "memory.required", lambda v: f"{v / 2**30:,.1f}"), *pad])
+    rows.append(["可用" if zh else "usable", fmt_gib(r["usable_bytes"]), *pad])
+    table, _ = fit_table(c, columns, rows, lang, title=title)
+    c.print(table)
+    _render_verdict(c, r, lang)
 
 
 def _band(r: dict[str, Any], path: str, fmt: Callable[[float], str]) -> str:
@@ -59,6 +69,11 @@ def _band(r: dict[str, Any], path: str, fmt: Callable[[float], str]) -> str:
 
 def _n(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.3g}"
+
+
+def _int(v: float) -> str:
+    """Whole sequences: 109.47 concurrent sequences is 109."""
+    return f"{int(v):,}"
 
 
 def _ms(v: float) -> str:
@@ -78,32 +93,47 @@ def _verdict_line(r: dict[str, Any], zh: bool) -> str:
     return f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — {'还差' if zh else 'short by'} {fmt_gib(-head)}"
 
 
-def _speed_lines(r: dict[str, Any], zh: bool) -> list[str]:
+def _speed_lines(r: dict[str, Any], lang: Lang) -> list[str]:
+    """Speed and cost in words, each number with its 80 % band."""
+    zh = lang == "zh"
     sp, cost = r.get("speed"), r.get("cost") or {}
     out = []
     if sp and "decode_tokens_per_s" in sp:
-        out.append(("单路解码 {d} token/s{db} · 总吞吐 {t} token/s{tb} · 首 token {f} ms{fb} · 每 token {p} ms{pb}"
-                     if zh else "decode {d} tok/s{db} per stream · throughput {t} tok/s{tb} · TTFT {f} ms{fb} · "
-                     "TPOT {p} ms{pb}")
-                    .format(d=_n(sp["decode_tokens_per_s"]), db=_band(r, "speed.decode_tokens_per_s", _n),
-                            t=_n(sp["throughput_tokens_per_s"]), tb=_band(r, "speed.throughput_tokens_per_s", _n),
-                            f=_ms(sp["ttft_s"]), fb=_band(r, "speed.ttft_s", _ms),
-                            p=_ms(sp["tpot_s"]), pb=_band(r, "speed.tpot_s", _ms)))
+        out.append(("速度：每用户解码 {d} token/s{db} · 总吞吐 {t} token/s{tb}" if zh else
+                    "speed: {d} tok/s per user{db} · {t} tok/s in all{tb}")
+                   .format(d=_n(sp["decode_tokens_per_s"]), db=_band(r, "speed.decode_tokens_per_s", _n),
+                           t=_n(sp["throughput_tokens_per_s"]), tb=_band(r, "speed.throughput_tokens_per_s", _n)))
+        out.append(("延迟：首 token {f} ms{fb} · 每 token {p} ms{pb}" if zh else
+                    "latency: first token {f} ms{fb} · {p} ms per token{pb}")
+                   .format(f=_ms(sp["ttft_s"]), fb=_band(r, "speed.ttft_s", _ms),
+                           p=_ms(sp["tpot_s"]), pb=_band(r, "speed.tpot_s", _ms)))
     elif sp:
-        out.append(("训练 {t} token/s{tb} · 每步 {s} s{sb} · MFU {m:.0%}" if zh else
-                    "training {t} tok/s{tb} · step {s} s{sb} · MFU {m:.0%}")
+        out.append(("训练：{t} token/s{tb} · 每步 {s} 秒{sb} · MFU {m}{mb}" if zh else
+                    "training: {t} tok/s{tb} · {s} s per step{sb} · MFU {m}{mb}")
                    .format(t=_n(sp["tokens_per_s"]), tb=_band(r, "speed.tokens_per_s", _n),
                            s=f"{sp['step_time_s']:,.3g}", sb=_band(r, "speed.step_time_s", lambda v: f"{v:,.3g}"),
-                           m=sp["mfu"]))
+                           m=f"{sp['mfu']:.0%}", mb=_band(r, "speed.mfu", lambda v: f"{v:.0%}")))
     if cost:
-        money = f"{cost['per_hour']:,.2f} {cost['currency']}/h"
+        cur = cost["currency"]
+        low_high = cost.get("low_high_per_hour")
+        money_line = (("成本：{h} {u}" if zh else "cost: {h} {u}")
+                      .format(h=f"{cost['per_hour']:,.2f}", u=per_hour(cur, lang))
+                      + (f" ({low_high[0]:,.2f}-{low_high[1]:,.2f})" if low_high and low_high[0] != low_high[1]
+                         else ""))
         if cost.get("per_million_tokens") is not None:
-            money += (" · 每百万 token {v:,.2f}{b}" if zh else " · {v:,.2f} per million tokens{b}").format(
-                v=cost["per_million_tokens"], b=_band(r, "cost.per_million_tokens", lambda v: f"{v:,.2f}"))
+            money_line += (" · 每百万 token {v} {c}{b}" if zh else " · {v} {c} per million tokens{b}").format(
+                v=f"{cost['per_million_tokens']:,.2f}", c=money(cur, lang),
+                b=_band(r, "cost.per_million_tokens", lambda v: f"{v:,.2f}"))
+        out.append(money_line)
         if cost.get("per_run") is not None:
-            money += (" · 整次训练 {v:,.0f}{b}" if zh else " · {v:,.0f} per run{b}").format(
-                v=cost["per_run"], b=_band(r, "cost.per_run", lambda v: f"{v:,.0f}"))
-        out.append(money + f" ({cost['provider']}, {cost['as_of']})")
+            hours = cost.get("run_hours")
+            out.append(("整次训练：{v} {c}{b}" if zh else "the whole run: {v} {c}{b}").format(
+                v=f"{cost['per_run']:,.0f}", c=money(cur, lang),
+                b=_band(r, "cost.per_run", lambda v: f"{v:,.0f}"))
+                + ("" if hours is None else ("，用时 {t}" if zh else " in {t}").format(
+                    t=fmt_hours(hours, lang, r.get("ranges", {}).get("cost.run_hours")))))
+        out.append(("价格来源：{p}（{a}）" if zh else "price: {p} ({a})").format(
+            p=safe(cost["provider"]), a=safe(cost["as_of"])))
     return out
 
 
@@ -112,7 +142,7 @@ def _sources_line(r: dict[str, Any], zh: bool) -> str | None:
     if not prov:
         return None
     inputs = prov["inputs"]
-    rates = (("实测 {s}" if zh else "measured in {s}").format(s=inputs["calibration"]["file"])
+    rates = (("实测 {s}" if zh else "measured in {s}").format(s=safe(inputs["calibration"]["file"]))
              if "calibration" in inputs else ("数据手册 × data/efficiency.toml" if zh else
                                               "datasheet x data/efficiency.toml"))
     rows = sum(len(v) for v in prov.get("ranges", {}).get("rows", {}).values())
@@ -123,14 +153,19 @@ def _sources_line(r: dict[str, Any], zh: bool) -> str | None:
             ).format(r=rates, b=band)
 
 
-def _framework_line(r: dict[str, Any], zh: bool) -> str | None:
+def _framework_line(r: dict[str, Any], lang: Lang) -> str | None:
     fw = r.get("framework")
     if not fw:
         return None
-    shown = ", ".join(f"{k.replace('_', '-')} {v if not isinstance(v, bool) else ('on' if v else 'off')}"
+    zh = lang == "zh"
+    shown = ", ".join(f"{k.replace('_', '-')} {on_off(v, lang)}"
                       for k, v in fw["knobs"].items() if k in fw["defaults_applied"])
-    return (f"框架：{fw['name']} {fw['version']} 的默认设置（{shown}）；可用对应参数覆盖" if zh else
-            f"framework: {fw['name']} {fw['version']} defaults ({shown}); flags override them")
+    line = (f"框架：{safe(fw['name'])}（{safe(fw['version'])}）的默认设置（{shown}）；可用对应参数覆盖" if zh else
+            f"framework: {safe(fw['name'])} ({safe(fw['version'])}) defaults ({shown}); flags override them")
+    if fw.get("chosen_by_default"):
+        line += ("；未指定 --framework，按本任务的默认框架计算" if zh else
+                 f"; chosen because no --framework was given ({safe(fw['default_reason'])})")
+    return line
 
 
 _PEAK_NAMES = {"allocated": ("allocated", "已分配"), "reserved": ("reserved", "已保留"),
@@ -143,32 +178,39 @@ def _peaks_line(r: dict[str, Any], zh: bool) -> str | None:
     if not fw or not m.get("allocated_peak"):
         return None
     shows = _PEAK_NAMES.get(fw["peak_reported"])
-    said = ((f"；{fw['name']} 日志显示的是{shows[1]}" if zh else f"; {fw['name']}'s logs show {shows[0]}")
-            if shows else ("；该框架不打印峰值" if zh else f"; {fw['name']} prints no peak"))
+    name = safe(fw["name"])
+    said = ((f"；{name} 日志显示的是{shows[1]}" if zh else f"; {name}'s logs show {shows[0]}")
+            if shows else ("；该框架不打印峰值" if zh else f"; {name} prints no peak"))
     return ((f"峰值：已分配 {fmt_gib(m['allocated_peak'])}（max_memory_allocated）· 已保留 "
              f"{fmt_gib(m['reserved_peak'])} · 设备总量 {fmt_gib(m['device_total'])}（nvidia-smi）") if zh else
             (f"peak: allocated {fmt_gib(m['allocated_peak'])} (max_memory_allocated) · reserved "
              f"{fmt_gib(m['reserved_peak'])} · device total {fmt_gib(m['device_total'])} (nvidia-smi)")) + said
 
 
-def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
-    line = _framework_line(r, zh)
+def _capacity_line(r: dict[str, Any], zh: bool) -> str | None:
+    cap = r.get("capacity")
+    if not cap:
+        return None
+    return (("KV 容量 {t} token{tb} · 该上下文下最多并发 {n} 路{nb} · 该并发下最长上下文 {x}{xb}" if zh else
+             "KV capacity {t} tokens{tb} · at most {n} sequences at this context{nb} · at most {x} tokens "
+             "of context at this concurrency{xb}")
+            .format(t=f"{cap['kv_tokens']:,}", n=_int(cap["max_concurrency"]), x=f"{cap['max_context']:,}",
+                    tb=_band(r, "capacity.kv_tokens", _n), nb=_band(r, "capacity.max_concurrency", _int),
+                    xb=_band(r, "capacity.max_context", _n)))
+
+
+def _render_verdict(c: Any, r: dict[str, Any], lang: Lang) -> None:
+    zh = lang == "zh"
+    line = _framework_line(r, lang)
     if line:
         c.print(f"[dim]{line}[/]")
     peaks = _peaks_line(r, zh)
     if peaks:
         c.print(peaks)
     c.print(_verdict_line(r, zh))
-    cap = r.get("capacity")
-    if cap:
-        c.print(("KV 容量 {t:,} token{tb} · 该上下文下最大并发 {n}{nb} · 该并发下最大上下文 {x:,}{xb}" if zh else
-                 "KV capacity {t:,} tokens{tb} · max concurrency at this context {n}{nb} · max context at this "
-                 "concurrency {x:,}{xb}")
-                .format(t=cap["kv_tokens"], n=cap["max_concurrency"], x=cap["max_context"],
-                        tb=_band(r, "capacity.kv_tokens", _n), nb=_band(r, "capacity.max_concurrency", _n),
-                        xb=_band(r, "capacity.max_context", _n)))
-    for line in _speed_lines(r, zh):
-        c.print(line)
+    for line in [_capacity_line(r, zh), *_speed_lines(r, lang)]:
+        if line:
+            c.print(line)
     sources = _sources_line(r, zh)
     if sources:
         c.print(f"[dim]{sources}[/]")
@@ -184,12 +226,12 @@ def _render_verdict(c: Any, r: dict[str, Any], zh: bool) -> None:
     for key in ("card_note", "warnings"):
         values = r.get(key + ("_zh" if zh else ""))
         for v in ([values] if isinstance(values, str) else values or []):
-            c.print(f"[yellow]![/] {v}")
+            c.print(f"[yellow]![/] {safe(v)}")
     fixes = r.get("suggestions_zh" if zh else "suggestions") or []
     if fixes:
         c.print("可以这样放下：" if zh else "It would fit if you:")
         for f in fixes:
-            c.print(f"  • {f}")
+            c.print(f"  • {safe(f)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -205,7 +247,9 @@ def register(app: typer.Typer) -> None:
         concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences served at once.")] = 1,
         output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context (default: a quarter, at most 1,024).")] = None,
         max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Prefill chunk (default: the engine's).")] = None,
-        engine: Annotated[str, typer.Option("--engine", help="vllm | transformers | llamacpp")] = "vllm",
+        engine: Annotated[str, typer.Option("--engine", help="vllm | sglang | trtllm | llamacpp | transformers")] = "vllm",
+        engine_version: Annotated[str, typer.Option("--engine-version", help="The engine's version, e.g. 0.11 (default: the newest rules, data/engines.toml).")] = "",
+        mem_fraction: Annotated[float | None, typer.Option("--mem-fraction", help="SGLang --mem-fraction-static / TRT-LLM kv_cache_free_gpu_memory_fraction (default: the engine's).")] = None,
         gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM's memory fraction.")] = 0.9,
         tp: Annotated[int, typer.Option("--tp", help="Tensor parallel degree (default: all GPUs for serving, 1 for training).")] = 0,
         pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel degree.")] = 1,
@@ -218,7 +262,7 @@ def register(app: typer.Typer) -> None:
         grad_accum: Annotated[int, typer.Option("--grad-accum", help="Micro-batches per optimizer step.")] = 1,
         replicas: Annotated[int, typer.Option("--replicas", help="Serving engines behind a load balancer (each on --gpus).")] = 1,
         prices: Annotated[str | None, typer.Option("--prices", help="A price file (TOML, the config-dir format).")] = None,
-        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply: hf | hf-liger | llama-factory | unsloth | torchtune | deepspeed | torchtitan | megatron | ms-swift")] = "hf",
+        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply: auto (LLaMA-Factory for lora/qlora/full, hf for pretrain) | hf | hf-liger | llama-factory | unsloth | torchtune | deepspeed | torchtitan | megatron | ms-swift")] = "auto",
         optimizer: Annotated[str | None, typer.Option("--optimizer", help="adamw | adamw8bit | paged-adamw8bit | sgd | adafactor (default: the framework's)")] = None,
         grad_ckpt: Annotated[str | None, typer.Option("--grad-ckpt", help="none | full | selective | op-sac | every-N (default: the framework's)")] = None,
         loss: Annotated[str | None, typer.Option("--loss", help="full | chunked | fused cross-entropy (default: the framework's)")] = None,
@@ -251,7 +295,8 @@ def register(app: typer.Typer) -> None:
         req = EstimateRequest(
             model=src, card=card, gpus=gpus, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
             concurrency=concurrency, output_tokens=output_tokens,
-            max_num_batched_tokens=max_num_batched_tokens, engine=engine,
+            max_num_batched_tokens=max_num_batched_tokens, engine=engine, engine_version=engine_version,
+            mem_fraction=mem_fraction,
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, grad_accum=grad_accum, replicas=replicas, prices_file=prices,

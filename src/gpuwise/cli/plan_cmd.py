@@ -7,26 +7,67 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwise.cli.common import JsonOpt, LangOpt, fmt_gib, run_command
-from gpuwise.i18n import Lang
+from gpuwise.cli.common import (
+    Column,
+    JsonOpt,
+    LangOpt,
+    dropped_note,
+    fit_table,
+    fmt_hours,
+    money,
+    per_hour,
+    run_command,
+    safe,
+    task_name,
+)
+from gpuwise.i18n import Lang, Text
 
 
-def _speed(p: dict[str, Any]) -> str:
-    sp = p["speed"] or {}
-    if "throughput_tokens_per_s" in sp:
-        return f"{sp['throughput_tokens_per_s']:,.0f} tok/s · TTFT {sp['ttft_s']:.2f}s"
-    return f"{sp.get('tokens_per_s', 0):,.0f} tok/s · MFU {sp.get('mfu', 0):.0%}"
+def _ms_cell(seconds: float) -> str:
+    return f"{seconds:,.2f}"
 
 
-def _objective_cell(p: dict[str, Any], obj: dict[str, Any], zh: bool) -> str:
-    cost = p["cost"] or {}
+def _columns(r: dict[str, Any], lang: Lang) -> list[Column]:
+    """The plan table: the answer columns always stay; detail columns go first on a narrow terminal."""
+    obj, training = r["objective"], r["task"] != "infer"
+    cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "CNY")
+    cols = [Column(Text("#", "#"), right=True), Column(Text("card", "显卡")), Column(Text("GPUs", "卡数")),
+            Column(Text("weights", "权重"), keep=2), Column(Text("memory/GPU GiB", "每卡显存 GiB"), keep=3, right=True)]
+    if training:
+        cols += [Column(Text("tok/s", "token/s"), right=True), Column(Text("MFU", "MFU"), keep=4, right=True),
+                 Column(Text("step s", "每步 秒"), keep=5, right=True)]
+        if any((p["cost"] or {}).get("run_hours") is not None for p in r["plans"]):
+            cols.append(Column(Text("run time", "用时"), keep=1, right=True))
+    else:
+        cols += [Column(Text("tok/s per user", "每用户 token/s"), right=True),
+                 Column(Text("tok/s all users", "总 token/s"), keep=1, right=True),
+                 Column(Text("TTFT s", "首 token 秒"), keep=4, right=True)]
+    cols.append(Column(Text(per_hour(cur, "en"), per_hour(cur, "zh")), right=True))
+    if obj["key"] not in ("per_hour", "tokens_per_s"):
+        cols.append(Column(Text(cur + obj["short"], money(cur, "zh") + obj["unit_zh"]), right=True))
+    return cols
+
+
+def _row(i: int, p: dict[str, Any], r: dict[str, Any], lang: Lang) -> list[str]:
+    obj, training = r["objective"], r["task"] != "infer"
+    sp, cost, mem = p["speed"] or {}, p["cost"] or {}, p["memory"]
+    flag = " !" if mem.get("near_limit") else ""
+    row = [str(i), p["card_name"], _gpus(p, lang), p["weights"],
+           f"{mem['required'] / 2**30:,.1f} / {mem['usable_bytes'] / 2**30:,.1f}{flag}"]
+    if training:
+        row += [f"{sp.get('tokens_per_s', 0):,.0f}", f"{sp.get('mfu', 0):.0%}", f"{sp.get('step_time_s', 0):,.3g}"]
+        if any((q["cost"] or {}).get("run_hours") is not None for q in r["plans"]):
+            hours = cost.get("run_hours")
+            row.append("—" if hours is None else fmt_hours(hours, lang))
+    else:
+        row += [f"{sp.get('decode_tokens_per_s', 0):,.0f}", f"{sp.get('throughput_tokens_per_s', 0):,.0f}",
+                _ms_cell(sp.get("ttft_s", 0))]
+    row.append("—" if not cost else f"{cost['per_hour']:,.2f}")
     key = obj["key"]
-    if key == "tokens_per_s":
-        return _speed(p).split(" · ")[0]
-    value = cost.get(key)
-    if value is None:
-        return "—"
-    return f"{value:,.{0 if key == 'per_run' else 2}f}"
+    if key not in ("per_hour", "tokens_per_s"):
+        value = cost.get(key)
+        row.append("—" if value is None else f"{value:,.{0 if key == 'per_run' else 2}f}")
+    return row
 
 
 _BANDS: tuple[tuple[str, str, str, Callable[[float], str], str], ...] = (  # path, labels, format, unit
@@ -47,75 +88,60 @@ def _bands_line(p: dict[str, Any], zh: bool) -> str:
     return " · ".join(shown)
 
 
-def _gpus(p: dict[str, Any]) -> str:
+def _gpus(p: dict[str, Any], lang: Lang) -> str:
     par = p["parallelism"]
     shape = f"{p['replicas']}×TP{par['tp']}" if p.get("replicas", 1) > 1 else f"TP{par['tp']}" \
         if par.get("engine") else f"ZeRO-{par['zero']}" if par["zero"] else "DDP" if p["gpus"] > 1 else ""
-    nodes = f" · {p['nodes']} nodes" if p["nodes"] > 1 else ""
+    nodes = "" if p["nodes"] <= 1 else f" · {p['nodes']} " + ("节点" if lang == "zh" else "nodes")
     return f"{p['gpus']} {shape}{nodes}".strip()
 
 
 def _lines(c: Any, head: str, rows: list[dict[str, Any]], zh: bool) -> None:
-    from rich.markup import escape
-
     if not rows:
         return
     c.print(f"[bold]{head}[/]")
     for x in rows:
         gpus = f" x{x['gpus']}" if x.get("gpus") else ""
-        c.print(f"  {escape(x['card'])}{gpus}: " + escape("; ".join(x["reasons_zh" if zh else "reasons"])))
+        c.print(f"  {safe(x['card'])}{gpus}: " + safe("; ".join(x["reasons_zh" if zh else "reasons"])))
 
 
 def render_plan(r: dict[str, Any], lang: Lang) -> None:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     zh = lang == "zh"
     c = Console(highlight=False)
     obj = r["objective"]
     if r.get("stage_advice"):
-        c.print(escape(r["stage_advice_zh" if zh else "stage_advice"]))
-    unit = (obj["unit_zh"] if zh else obj["unit"]).strip(" /")
-    c.print(("排序依据：" if zh else "ranked by: ") + escape(obj["label_zh" if zh else "label"])
-            + (f" ({escape(unit)})" if obj["key"] != "per_hour" else ""))
+        c.print(safe(r["stage_advice_zh" if zh else "stage_advice"]))
+    cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "CNY")
+    unit = (per_hour(cur, lang) if obj["key"] == "per_hour" else "token/s" if obj["key"] == "tokens_per_s"
+            else money(cur, lang) + (obj["unit_zh"] if zh else obj["unit"]))
+    c.print(("排序依据：" if zh else "ranked by: ") + safe(obj["label_zh" if zh else "label"]) + f" ({safe(unit)})")
     for note in r["notes_zh" if zh else "notes"]:
-        c.print("[yellow]" + escape(note) + "[/]")
-    t = Table(title=(f"{escape(r['model'])} · {r['task']} · " + ("方案排名" if zh else "ranked plans")))
-    heads = [("#", "#"), ("card", "显卡"), ("GPUs", "卡数"), ("weights", "权重"), ("memory/GPU", "每卡显存"),
-             ("speed", "速度"), ("per hour", "每小时")]
-    if obj["key"] not in ("per_hour", "tokens_per_s"):
-        cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "")
-        heads.append((cur + obj["short"], cur + obj["short"]))
-    for head in heads:
-        t.add_column(head[1] if zh else head[0])
-    for i, p in enumerate(r["plans"], 1):
-        cost = p["cost"]
-        per_hour = "—" if not cost else f"{cost['per_hour']:,.2f} {cost['currency']}"
-        mem = p["memory"]
-        flag = " !" if mem.get("near_limit") else ""
-        row = [str(i), escape(p["card_name"]), _gpus(p), p["weights"],
-               f"{fmt_gib(mem['required'], 1)} / {fmt_gib(mem['usable_bytes'], 1)}{flag}", _speed(p), per_hour]
-        if len(heads) > 7:
-            row.append(_objective_cell(p, obj, zh))
-        t.add_row(*row)
-    c.print(t)
+        c.print("[yellow]" + safe(note) + "[/]")
+    title = f"{r['model']} · {task_name(r['task'], lang)} · " + ("方案排名" if zh else "ranked plans")
+    rows = [_row(i, p, r, lang) for i, p in enumerate(r["plans"], 1)]
+    table, dropped = fit_table(c, _columns(r, lang), rows, lang, title=title)
+    c.print(table)
+    note = dropped_note(dropped, lang)
+    if note:
+        c.print(f"[dim]{safe(note)}[/]")
     for p in r["plans"][:1]:
-        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe("; ".join(p["reasons_zh" if zh else "reasons"])))
         bands = _bands_line(p, zh)
         if bands:
-            c.print("[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + bands)
+            c.print("[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + safe(bands))
         if p.get("quality"):
             q = p["quality"]
-            c.print("[bold]" + ("质量：" if zh else "quality: ") + "[/]" + escape(q["summary_zh" if zh else "summary"]))
+            c.print("[bold]" + ("质量：" if zh else "quality: ") + "[/]" + safe(q["summary_zh" if zh else "summary"]))
         for note in p["notes_zh" if zh else "notes"]:
-            c.print("  · " + escape(note))
-        c.print(("部署：" if zh else "deploys: ") + escape(p["deploy_model"])
-                + (f" (--quantization {p['quantization']})" if p.get("quantization") else ""))
+            c.print("  · " + safe(note))
+        c.print(("部署：" if zh else "deploys: ") + safe(p["deploy_model"])
+                + (f" (--quantization {safe(p['quantization'])})" if p.get("quantization") else ""))
     if r.get("unpriced"):
         names = ", ".join(f"{x['card']} x{x['gpus']}" for x in r["unpriced"])
         c.print("[bold]" + ("放得下但无报价（可用 --prices FILE 补充）：" if zh else
-                            "fits, no price (add one with --prices FILE): ") + "[/]" + escape(names))
+                            "fits, no price (add one with --prices FILE): ") + "[/]" + safe(names))
     _lines(c, "落选原因：" if zh else "why not:", r["rejected"], zh)
     if not r["plans"]:
         c.print("[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
@@ -148,7 +174,7 @@ def register(app: typer.Typer) -> None:
         micro_batch: Annotated[int, typer.Option("--micro-batch", help="Largest micro-batch per GPU to try.")] = 1,
         grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Fixes the global batch at micro-batch x this.")] = None,
         global_batch: Annotated[int | None, typer.Option("--global-batch", help="Sequences per optimizer step, kept fixed.")] = None,
-        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply (see `gpuwise estimate --help`).")] = "hf",
+        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply (see `gpuwise estimate --help`; default auto).")] = "auto",
         optimizer: Annotated[str | None, typer.Option("--optimizer", help="Default: the framework's.")] = None,
         grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="auto | none | full | selective | op-sac | every-N")] = "auto",
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,

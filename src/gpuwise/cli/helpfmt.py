@@ -1,0 +1,93 @@
+"""`--help` that fits the terminal in both languages.
+
+Click wraps help text by character count, so a line holding Chinese (two cells a character)
+runs past the edge, and it never breaks between two Chinese characters. This formatter wraps
+by terminal cells and breaks between CJK characters as well as at spaces; the layout is
+otherwise Click's own (a long flag gets its own line, never a cut name).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+# A CJK character is a token of its own (with the punctuation that may not start or end a line
+# stuck to it); any other run of non-space characters is a word.
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
+_OPEN = "（「『【《“‘"
+_CLOSE = "。，、；：！？）」』】》”’"
+_TOKEN = re.compile(f"[{_OPEN}]*(?![{_OPEN}{_CLOSE}])[{_CJK}][{_CLOSE}]*|[{_OPEN}]*[^\\s{_CJK}]+[{_CLOSE}]*")
+
+
+def cells(text: str) -> int:
+    """Terminal cells: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
+    """Greedy wrap of one paragraph by cells; `first`/`rest` are the line prefixes."""
+    lines: list[str] = []
+    line, used = first, cells(first)
+    empty = True
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        gap = (not empty and match.start() > 0 and text[match.start() - 1].isspace())
+        sep = " " if gap else ""
+        need = cells(sep) + cells(token)
+        if not empty and used + need > width:
+            lines.append(line.rstrip())
+            line, used, sep = rest, cells(rest), ""
+        line += sep + token
+        used += cells(sep) + cells(token)
+        empty = False
+    lines.append(line.rstrip())
+    return lines
+
+
+def wrap_paragraphs(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
+    """Paragraphs (blank-line separated) wrapped one by one, a blank line between them."""
+    out: list[str] = []
+    for n, para in enumerate(p for p in re.split(r"\n\s*\n", text.strip()) if p.strip()):
+        if n:
+            out.append("")
+        out += wrap(" ".join(para.split()), width, first if n == 0 else rest, rest)
+    return out
+
+
+def context_class(base: Any) -> Any:
+    """A subclass of Click's (or Typer's vendored Click's) Context whose help wraps by cells."""
+    formatter_base: Any = base.formatter_class
+
+    class CellFormatter(formatter_base):  # type: ignore[misc]
+        def write_text(self, text: str) -> None:
+            indent = " " * self.current_indent
+            self.write("\n".join(wrap_paragraphs(text, self.width, indent, indent)) + "\n")
+
+        def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
+            rows = list(rows)
+            first_col = min(max((cells(r[0]) for r in rows), default=0), col_max) + col_spacing
+            for term, desc in rows:
+                self.write(f"{'':>{self.current_indent}}{term}")
+                if not desc:
+                    self.write("\n")
+                    continue
+                if cells(term) <= first_col - col_spacing:
+                    self.write(" " * (first_col - cells(term)))
+                else:
+                    self.write("\n" + " " * (first_col + self.current_indent))
+                pad = " " * (first_col + self.current_indent)
+                lines = wrap_paragraphs(desc, max(self.width - first_col - self.current_indent, 10))
+                self.write("\n".join([lines[0], *(pad + line if line else "" for line in lines[1:])]) + "\n")
+
+    class CellContext(base):  # type: ignore[misc]
+        formatter_class = CellFormatter
+
+    return CellContext
+
+
+def use_cell_help(command: Any) -> None:
+    """Give a built Click command tree (the root and every subcommand) the cell-wrapping help."""
+    command.context_class = context_class(type(command).context_class)
+    for sub in getattr(command, "commands", {}).values():
+        use_cell_help(sub)
