@@ -156,15 +156,20 @@ def test_a_card_that_fits_at_batch_n_fits_at_batch_1(n: int) -> None:
 
 
 def test_a_shorter_context_is_only_suggested_when_it_still_holds_the_output() -> None:
-    # 70B FP8 on one H100 for 256 requests of 407 tokens (249 of them output): the KV pool holds
-    # ~200 tokens per request, so "shorten the context" would ask for less than the output.
-    from gpuwise.service import EstimateRequest, estimate_json
+    # 70B FP8 on one H100 at 0.95 utilisation for 32 requests of 407 tokens (249 of them output):
+    # after the sampler's profiling peak the KV pool holds ~200 tokens per request, so "shorten the
+    # context" would ask for less than the output.
+    from gpuwise.estimate.api import estimate_memory
+    from gpuwise.estimate.fit import suggest_fixes
+    from gpuwise.service import EstimateRequest, build
 
-    r = estimate_json(EstimateRequest(model="llama-3.1-70b", card="h100-sxm", weights="fp8", context=407,
-                                      output_tokens=249, concurrency=256))
-    assert not r["fits"]
-    assert not any("--context" in s for s in r["suggestions"])
-    assert any("--concurrency" in s for s in r["suggestions"])
+    model, w, d, _ = build(EstimateRequest(model="llama-3.1-70b", card="h100-sxm", weights="fp8", context=407,
+                                           output_tokens=249, concurrency=32, gpu_memory_utilization=0.95))
+    mem = estimate_memory(model, w, d)
+    fixes = [t.en for t in suggest_fixes(model, w, d, mem, estimate_memory, limit=12)]
+    assert not mem.fits
+    assert not any("--context" in s for s in fixes)
+    assert any("--concurrency" in s for s in fixes)
 
 
 # --- training memory by policy ---------------------------------------------------------------

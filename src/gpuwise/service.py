@@ -33,6 +33,8 @@ class EstimateRequest:
     output_tokens: int | None = None
     max_num_batched_tokens: int | None = None
     engine: str = "vllm"
+    engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
+    mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
     gpu_memory_utilization: float = 0.9
     tp: int = 0
     pp: int = 1
@@ -122,7 +124,8 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp, engine=req.engine,  # type: ignore[arg-type]
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
                    offload=req.offload, cpu_offload_gib=req.cpu_offload_gb,  # type: ignore[arg-type]
-                   gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin)
+                   gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
+                   engine_version=req.engine_version, mem_fraction=req.mem_fraction)
     return model, w, d, resolved.note
 
 

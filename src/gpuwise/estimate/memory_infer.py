@@ -8,11 +8,13 @@ llama.cpp keeps `-ngl` layers on the GPU and a fixed compute buffer.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.engines import EngineRules, engine_rules
 from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import Capacity, HostMemory, Item, MemoryBreakdown, MemoryResult
-from gpuwise.estimate.constants import KV_BYTES, engine_constants, runtime_overhead_bytes
+from gpuwise.estimate.constants import KV_BYTES
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -31,8 +33,22 @@ WHY_ACT = Text("peak of one forward chunk: tokens x (2 x hidden + 3 x intermedia
                "单次前向分块峰值：token 数 × (2 × hidden + 3 × intermediate / TP) × 2 字节")
 WHY_LOGITS = Text("fp32 logits for the sequences being sampled: rows x vocab x 4 bytes",
                   "采样时的 fp32 logits：行数 × 词表大小 × 4 字节")
-WHY_RUNTIME = Text("CUDA context, cuBLAS workspace, and NCCL buffers when GPUs talk (data/engines.toml)",
-                   "CUDA 上下文、cuBLAS 工作区，多卡时另加 NCCL 缓冲（见 data/engines.toml）")
+WHY_RUNTIME = Text("memory outside torch's allocator the engine charges: CUDA context, cuBLAS workspace, NCCL "
+                   "buffers when GPUs talk (data/engines.toml, by engine version)",
+                   "引擎计入的 torch 分配器以外的显存：CUDA 上下文、cuBLAS 工作区，多卡时另加 NCCL 缓冲"
+                   "（见 data/engines.toml，按引擎版本）")
+
+
+def _why_sampler(rows: int, per_vocab: float) -> Text:
+    return Text(f"start-up profiling: the dummy sampler run over {rows} rows (max_num_seqs) x vocab x "
+                f"{per_vocab:g} bytes (fp32 logits, probabilities, sort values and indices), above the forward chunk",
+                f"启动显存探测：虚拟采样运行 {rows} 行（max_num_seqs）× 词表 × {per_vocab:g} 字节"
+                "（fp32 logits、概率、排序值与索引），大于前向分块峰值")
+
+
+
+WHY_GRAPHS = Text("CUDA graphs the engine estimates and charges before sizing the KV pool (vLLM >= 0.21)",
+                  "引擎在划分 KV 池之前估算并预留的 CUDA graph 显存（vLLM >= 0.21）")
 
 
 def kv_element_bytes(w: Workload, model: ModelArch) -> float:
@@ -68,16 +84,33 @@ def sequence_kv_bytes(model: ModelArch, tokens: int, elem: float) -> float:
     return model.kv_bytes_for_context(tokens, elem) + model.state_bytes_per_sequence(elem)
 
 
-def _batched_tokens(w: Workload, d: Deployment) -> int:
+def rules_for(d: Deployment) -> EngineRules:
+    """The memory rules of the deployment's engine at its version (data/engines.toml)."""
+    return engine_rules(d.engine, d.engine_version)
+
+
+def _large(d: Deployment, rules: EngineRules) -> bool:
+    return rules.is_large(d.card.name, d.card.usable_bytes / GiB)
+
+
+def batched_tokens(w: Workload, d: Deployment) -> int:
+    """Tokens of the engine's largest forward (its profiling run): --max-num-batched-tokens, else
+    the engine's default; V0 vLLM without chunked prefill runs a whole max_model_len."""
     if w.max_num_batched_tokens:
         return w.max_num_batched_tokens
-    consts = engine_constants()
-    if d.engine == "vllm":
-        large = d.card.usable_bytes >= consts["vllm"]["large_gpu_gib"] * GiB
-        return int(consts["vllm"]["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])
-    if d.engine == "llamacpp":
-        return int(consts["llamacpp"]["n_ubatch"])
-    return w.context * w.concurrency  # transformers prefills the whole batch at once
+    rules = rules_for(d)
+    if d.engine == "transformers":
+        return w.context * w.concurrency  # transformers prefills the whole batch at once
+    if rules.chunked_prefill_above and w.context <= rules.chunked_prefill_above:
+        return max(w.context, rules.batched_tokens_small)
+    return rules.batched_tokens_large if _large(d, rules) else rules.batched_tokens_small
+
+
+def max_num_seqs(w: Workload, d: Deployment) -> int:
+    """The engine's default sequence limit (vLLM caps it at the batched tokens)."""
+    rules = rules_for(d)
+    seqs = rules.max_num_seqs_large if _large(d, rules) else rules.max_num_seqs_small
+    return min(seqs, batched_tokens(w, d)) if d.engine == "vllm" else seqs
 
 
 def _activation_bytes(model: ModelArch, tokens: int, tp: int) -> float:
@@ -91,15 +124,6 @@ def _activation_bytes(model: ModelArch, tokens: int, tp: int) -> float:
     return tokens * (2 * model.hidden_size + inner / tp) * ACT_BYTES
 
 
-def _logit_rows(w: Workload, d: Deployment) -> int:
-    consts = engine_constants()
-    if d.engine == "vllm":
-        large = d.card.usable_bytes >= consts["vllm"]["large_gpu_gib"] * GiB
-        seqs = consts["vllm"]["max_num_seqs_large" if large else "max_num_seqs_small"]
-        return int(seqs * consts["vllm"]["sampler_logit_copies"])
-    return w.concurrency  # transformers and llama.cpp keep the last position of each sequence
-
-
 def _gpu_weight_fraction(model: ModelArch, d: Deployment) -> float:
     if d.engine == "llamacpp" and d.gpu_layers is not None:
         return min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers
@@ -107,54 +131,92 @@ def _gpu_weight_fraction(model: ModelArch, d: Deployment) -> float:
 
 
 def _activation_items(model: ModelArch, w: Workload, d: Deployment, tp: int) -> list[Item]:
-    """Forward transients and logits. vLLM profiles the sampler apart from the forward, so its
-    peak is the larger of the two; transformers holds both at the end of the prefill."""
-    act = _activation_bytes(model, _batched_tokens(w, d), tp)
-    logits = _logit_rows(w, d) * model.vocab_size * 4.0
-    if d.engine == "vllm" and logits > act:
-        act = 0.0
-    elif d.engine == "vllm":
-        logits = 0.0
-    return [Item("forward_activations", "activations", act, WHY_ACT),
-            Item("logits", "activations", logits, WHY_LOGITS)]
+    """Forward transients and logits. vLLM profiles the sampler after the forward: its peak is the
+    larger of the forward and the dummy sampler run over max_num_seqs rows (fp32 logits, probs and
+    sort buffers, engines.toml sampler_bytes_per_vocab) beside those rows' hidden states;
+    transformers and llama.cpp hold the last position's fp32 logits of each sequence."""
+    rules = rules_for(d)
+    act = _activation_bytes(model, batched_tokens(w, d), tp)
+    if rules.sampler_bytes_per_vocab <= 0:
+        logits = w.concurrency * model.vocab_size * 4.0
+        return [Item("forward_activations", "activations", act, WHY_ACT),
+                Item("logits", "activations", logits, WHY_LOGITS)]
+    rows = max_num_seqs(w, d)
+    sampler = rows * (model.vocab_size * rules.sampler_bytes_per_vocab + model.hidden_size * ACT_BYTES)
+    return [Item("forward_activations", "activations", act if act >= sampler else 0.0, WHY_ACT),
+            Item("sampler_peak", "activations", sampler if sampler > act else 0.0,
+                 _why_sampler(rows, rules.sampler_bytes_per_vocab))]
+
+
+def _runtime_items(d: Deployment, rules: EngineRules, tp_pp: int) -> list[Item]:
+    """Memory outside the tensors: the engine's measured non-torch share, and the CUDA graphs
+    where the engine charges them before sizing its pool."""
+    non_torch = (rules.non_torch_tp_gib if tp_pp > 1 else rules.non_torch_gib) * GiB
+    items = [Item("runtime", "overhead", non_torch, WHY_RUNTIME)]
+    if rules.cuda_graph_in_pool and rules.cuda_graph_gib:
+        items.append(Item("cuda_graphs", "overhead", rules.cuda_graph_gib * GiB, WHY_GRAPHS))
+    return items
+
+
+@dataclass(frozen=True)
+class _Budget:
+    usable: float  # what weights + KV + activations + runtime may add up to
+    pool: float  # the KV pool the engine pre-allocates (0: it grows a cache instead)
+
+
+def _budget(d: Deployment, rules: EngineRules, fixed: float, weights: float, tp: int) -> _Budget:
+    """Each engine's rule for its KV pool (data/engines.toml `pool`)."""
+    card = d.card.usable_bytes
+    if rules.pool == "total_fraction":  # vLLM: fraction of the total, less all the rest
+        budget = card * d.gpu_memory_utilization
+        return _Budget(budget, max(0.0, budget - fixed))
+    frac = d.mem_fraction or rules.fraction_at(tp)
+    if rules.pool == "static_fraction":  # SGLang: fraction of the memory free at start, less weights
+        start = card - rules.init_gib * GiB
+        pool = max(0.0, start * frac - weights)
+        return _Budget(min(card, start * frac + fixed - weights), pool)
+    if rules.pool == "free_fraction":  # TRT-LLM: fraction of what is still free after the profile
+        free = max(0.0, card - fixed)
+        return _Budget(card - (1 - frac) * free, free * frac)
+    return _Budget(card, 0.0)
 
 
 def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     """Per-GPU memory of serving `model` as `w` on `d`, with KV capacity and offload needs."""
     tp = tensor_parallel(model, d)
+    rules = rules_for(d)
     elem = kv_element_bytes(w, model)
     weights_all = weight_bytes(model, w.weights).total / (tp * d.pp)
     on_gpu = weights_all * _gpu_weight_fraction(model, d)
     on_gpu -= min(d.cpu_offload_gib * GiB, on_gpu)
     share = kv_share(model, tp) / d.pp
-    block = engine_constants()["vllm"]["block_size"] if d.engine == "vllm" else 1
-    tokens = math.ceil(w.context / block) * block  # vLLM pages KV in blocks of 16 tokens
+    tokens = math.ceil(w.context / rules.block_size) * rules.block_size  # KV is paged in blocks
     state = model.state_bytes_per_sequence(elem) * share * w.concurrency
     kv = model.kv_bytes_for_context(tokens, elem) * share * w.concurrency
     acts = _activation_items(model, w, d, tp)
-    runtime = runtime_overhead_bytes(tp * d.pp > 1)
-    budget = d.card.usable_bytes * (d.gpu_memory_utilization if d.engine == "vllm" else 1.0)
-    fixed = on_gpu + sum(i.bytes for i in acts) + runtime
+    runtime = _runtime_items(d, rules, tp * d.pp)
+    fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
+    budget = _budget(d, rules, fixed, on_gpu, tp)
     moved = 0.0
-    if d.offload != "none" and fixed + kv + state > budget:  # move just enough weights off the GPU
-        moved = min(on_gpu, math.ceil((fixed + kv + state - budget) / MiB) * MiB)
+    if d.offload != "none" and fixed + kv + state > budget.usable:  # move just enough weights off the GPU
+        moved = min(on_gpu, math.ceil((fixed + kv + state - budget.usable) / MiB) * MiB)
     items = [Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), Item("kv_cache", "kv_cache", kv, WHY_KV),
-             Item("sequence_state", "kv_cache", state, WHY_STATE), *acts,
-             Item("runtime", "overhead", runtime, WHY_RUNTIME)]
-    pool = max(0.0, budget - fixed + moved)
+             Item("sequence_state", "kv_cache", state, WHY_STATE), *acts, *runtime]
+    pool = 0.0 if rules.pool == "grow" else budget.pool + moved
     off_host = (weights_all - on_gpu + moved) * d.gpus
     host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (weights_all - on_gpu) * d.gpus,
                       nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),
-                                kv_pool=pool if d.engine == "vllm" else 0.0)
-    return MemoryResult(breakdown=breakdown, usable=budget, capacity=_capacity(model, w, elem, share, pool),
-                        host=host)
+                                kv_pool=pool)
+    return MemoryResult(breakdown=breakdown, usable=budget.usable,
+                        capacity=_capacity(model, w, elem, share, pool, rules.block_size), host=host)
 
 
-def _capacity(model: ModelArch, w: Workload, elem: float, share: float, pool: float) -> Capacity:
-    """KV tokens the pool holds, sequences of --context it serves, context at --concurrency."""
+def _capacity(model: ModelArch, w: Workload, elem: float, share: float, pool: float, block: int) -> Capacity:
+    """KV tokens the pool holds (whole pages of `block` tokens), sequences of --context it
+    serves, context at --concurrency."""
     per_token = model.kv_bytes_per_token(elem) * share
-    kv_tokens = int(pool // per_token) if per_token else 0
+    kv_tokens = int(pool // (per_token * block)) * block if per_token else 0
     per_seq = sequence_kv_bytes(model, w.context, elem) * share
     max_conc = pool / per_seq if per_seq else float("inf")
     return Capacity(kv_tokens=kv_tokens, max_concurrency=max_conc,

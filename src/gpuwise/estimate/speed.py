@@ -22,7 +22,10 @@ from gpuwise.estimate.weights import checkpoint_format, weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.units import GB
 
-__all__ = ["InferSpeed", "TrainSpeed", "compute_precision", "infer_speed", "train_speed"]
+# Engines that pre-allocate a KV pool, batch continuously and run FP8/INT8 GEMMs natively.
+POOL_ENGINES = ("vllm", "sglang", "trtllm")
+
+__all__ = ["POOL_ENGINES", "InferSpeed", "TrainSpeed", "compute_precision", "infer_speed", "train_speed"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,9 @@ def compute_precision(model: ModelArch, w: Workload, d: Deployment) -> Precision
     """The tensor rate the matmuls run at: FP8 only where the card has it; weight-only int4/nf4
     and GGUF dequantise to 16-bit (Marlin/AWQ kernels, llama.cpp's CUDA path)."""
     fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
-    if fmt == "fp8" and d.card.dense_tflops("fp8") is not None and d.engine == "vllm":
+    if fmt == "fp8" and d.card.dense_tflops("fp8") is not None and d.engine in POOL_ENGINES:
         return "fp8"
-    if fmt == "int8" and d.card.dense_tflops("int8") is not None and d.engine == "vllm":
+    if fmt == "int8" and d.card.dense_tflops("int8") is not None and d.engine in POOL_ENGINES:
         return "int8"
     if d.card.dense_tflops("bf16") is None:
         return "fp16"
@@ -79,8 +82,8 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     gpus_per_stage = tp
     batch = w.concurrency
     cap = mem.capacity
-    if d.engine == "vllm" and cap is not None and 1 <= cap.max_concurrency < batch:
-        batch = int(cap.max_concurrency)  # vLLM queues what its KV pool cannot hold
+    if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < batch:
+        batch = int(cap.max_concurrency)  # the engine queues what its KV pool cannot hold
     elem = kv_element_bytes(w, model)
     share = kv_share(model, tp)
     kv = model.kv_bytes_for_context(int(_avg_kv_tokens(w)), elem) * share * batch / d.pp

@@ -11,13 +11,13 @@ from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 
 Task = Literal["infer", "full", "lora", "qlora", "pretrain"]
-Engine = Literal["vllm", "transformers", "llamacpp"]
+Engine = Literal["vllm", "transformers", "llamacpp", "sglang", "trtllm"]
 Optimizer = Literal["adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor"]
 GradCkpt = str  # none | full | selective | op-sac | every-N (catalog.frameworks.is_grad_ckpt)
 Loss = Literal["full", "chunked", "fused"]
 Offload = Literal["none", "cpu", "nvme"]
 TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
-ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp")
+ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp", "sglang", "trtllm")
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 MAX_TOKENS = 1 << 27
@@ -119,6 +119,8 @@ class Deployment:
     gpu_layers: int | None = None  # llama.cpp -ngl; None = all layers on the GPU
     nodes: int = 1
     margin: bool = False  # the guides' x2 rule for online serving, shown apart
+    engine_version: str = ""  # the engine's version ('' = the newest rules in data/engines.toml)
+    mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
     extra: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -136,3 +138,6 @@ class Deployment:
                f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")
         _check(self.cpu_offload_gib >= 0, "--cpu-offload-gb must not be negative.",
                "--cpu-offload-gb 不能为负数。")
+        _check(self.mem_fraction is None or 0.05 <= self.mem_fraction <= 1.0,
+               f"--mem-fraction must be in (0.05, 1]; got {self.mem_fraction}.",
+               f"--mem-fraction 必须在 (0.05, 1] 之内，实际为 {self.mem_fraction}。")

@@ -1,0 +1,158 @@
+"""Serving engines' memory rules by version: the [[rule]] rows of data/engines.toml.
+
+Each row is one rule set of one engine (vLLM V0, V1, V1 with CUDA-graph profiling; SGLang;
+TensorRT-LLM; llama.cpp; transformers) with its defaults and sources. `engine_rules(engine,
+version)` picks the row with the highest `from_version` not above the version asked, or the
+newest row when no version is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gpuwise.catalog._datafile import FieldSpec, check_row, data_error, read_toml, table_rows
+from gpuwise.errors import InputError, unknown_name
+from gpuwise.i18n import Text
+
+PoolRule = Literal["total_fraction", "static_fraction", "free_fraction", "grow"]
+LogStyle = Literal["vllm-v0", "vllm-v1", "sglang", "trtllm", "none"]
+ENGINE_IDS = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
+SHIPPED_ENGINES = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
+_TOP = {"schema_version", "runtime", "vllm", "transformers", "llamacpp", "rule"}
+
+_F = FieldSpec
+RULE_FIELDS: dict[str, FieldSpec] = {
+    "id": _F("str", required=True),
+    "engine": _F("str", required=True, choices=ENGINE_IDS),
+    "from_version": _F("str", required=True),
+    "pool": _F("str", required=True, choices=("total_fraction", "static_fraction", "free_fraction", "grow")),
+    "memory_fraction": _F("float", required=True, positive=True),
+    "memory_fraction_tp2": _F("float", positive=True),
+    "memory_fraction_tp4": _F("float", positive=True),
+    "memory_fraction_tp8": _F("float", positive=True),
+    "memory_fraction_tp16": _F("float", positive=True),
+    "max_num_seqs_large": _F("int", required=True, positive=True),
+    "max_num_seqs_small": _F("int", required=True, positive=True),
+    "batched_tokens_large": _F("int", required=True),
+    "batched_tokens_small": _F("int", required=True),
+    "large_gpu_gib": _F("float", required=True, positive=True),
+    "large_excludes": _F("strlist"),
+    "chunked_prefill_above": _F("int", required=True),
+    "sampler_bytes_per_vocab": _F("float", required=True),
+    "non_torch_gib": _F("float", required=True),
+    "non_torch_tp_gib": _F("float", required=True),
+    "init_gib": _F("float"),
+    "cuda_graph_gib": _F("float", required=True),
+    "cuda_graph_in_pool": _F("bool", required=True),
+    "block_size": _F("int", required=True, positive=True),
+    "log_style": _F("str", required=True, choices=("vllm-v0", "vllm-v1", "sglang", "trtllm", "none")),
+    "sources": _F("strlist", required=True),
+    "notes": _F("str"),
+}
+_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def version_key(text: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of '0.11.2', 'v0.6.4.post1', '0.26.1rc1'; None when it has no number."""
+    m = _VERSION.match(text.strip())
+    if m is None:
+        return None
+    major, minor, patch = (int(g) if g else 0 for g in m.groups())
+    return major, minor, patch
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """One engine's memory rules at one range of versions (a [[rule]] row)."""
+
+    id: str
+    engine: str
+    from_version: str
+    pool: PoolRule
+    memory_fraction: float  # gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction at TP 1
+    max_num_seqs_large: int
+    max_num_seqs_small: int
+    batched_tokens_large: int
+    batched_tokens_small: int
+    large_gpu_gib: float
+    chunked_prefill_above: int
+    sampler_bytes_per_vocab: float
+    non_torch_gib: float
+    non_torch_tp_gib: float
+    cuda_graph_gib: float
+    cuda_graph_in_pool: bool
+    block_size: int
+    log_style: LogStyle
+    sources: tuple[str, ...]
+    memory_fraction_tp2: float | None = None
+    memory_fraction_tp4: float | None = None
+    memory_fraction_tp8: float | None = None
+    memory_fraction_tp16: float | None = None
+    large_excludes: tuple[str, ...] = ()
+    init_gib: float = 0.0
+    notes: str = ""
+
+    def fraction_at(self, tp: int) -> float:
+        """The default memory fraction at `tp` GPUs (SGLang lowers it as TP grows)."""
+        value = self.memory_fraction
+        for step, frac in ((2, self.memory_fraction_tp2), (4, self.memory_fraction_tp4),
+                           (8, self.memory_fraction_tp8), (16, self.memory_fraction_tp16)):
+            if tp >= step and frac is not None:
+                value = frac
+        return value
+
+    def is_large(self, card_name: str, memory_gib: float) -> bool:
+        """Whether the engine gives this card its large-GPU defaults."""
+        name = card_name.lower()
+        return memory_gib >= self.large_gpu_gib and not any(w.lower() in name for w in self.large_excludes)
+
+
+def load_rules(path: Path) -> tuple[EngineRules, ...]:
+    """Every [[rule]] row of one engines file, checked; a bad row names the file and the row."""
+    doc = read_toml(path)
+    out: list[EngineRules] = []
+    for i, row in enumerate(table_rows(doc, "rule", path, _TOP)):
+        where = Text(f"rule #{i + 1}", f"第 {i + 1} 条规则")
+        values = check_row(row, RULE_FIELDS, path=path, where=where, require=True)
+        if version_key(values["from_version"]) is None:
+            raise data_error(path, where, f"from_version '{values['from_version']}' is not a version.",
+                             f"from_version“{values['from_version']}”不是版本号。")
+        out.append(EngineRules(**values))
+    missing = [e for e in ENGINE_IDS if not any(r.engine == e for r in out)]
+    if missing:
+        raise data_error(path, Text("rules", "规则"), f"no rule for {', '.join(missing)}.",
+                         f"缺少 {', '.join(missing)} 的规则。")
+    return tuple(out)
+
+
+@functools.cache
+def rules() -> tuple[EngineRules, ...]:
+    """The shipped rule sets, read once."""
+    return load_rules(SHIPPED_ENGINES)
+
+
+def engine_rules(engine: str, version: str = "") -> EngineRules:
+    """The rule set `engine` follows at `version` ('' = the newest one gpuwise knows)."""
+    rows = sorted((r for r in rules() if r.engine == engine), key=lambda r: version_key(r.from_version) or (0, 0, 0))
+    if not rows:
+        raise unknown_name(Text("engine", "推理引擎"), engine, ENGINE_IDS, "gpuwise estimate --help")
+    if not version:
+        return rows[-1]
+    key = version_key(version)
+    if key is None:
+        raise InputError(Text(f"--engine-version '{version}' is not a version number (e.g. 0.11 or 0.6.4).",
+                              f"--engine-version“{version}”不是版本号（例如 0.11 或 0.6.4）。"))
+    fitting = [r for r in rows if (version_key(r.from_version) or (0, 0, 0)) <= key]
+    if not fitting:
+        raise InputError(Text(f"gpuwise has no {engine} rules for version {version}: the oldest it knows is "
+                              f"{rows[0].from_version}.",
+                              f"gpuwise 没有 {engine} {version} 版的规则：已知最早为 {rows[0].from_version}。"))
+    return fitting[-1]
+
+
+__all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "engine_rules", "load_rules", "rules",
+           "version_key"]

@@ -1,0 +1,114 @@
+"""Serving memory as the engines size it: vLLM's start-up profile by version, SGLang's static
+fraction, TensorRT-LLM's fraction of free memory (data/engines.toml [[rule]] rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwise.catalog.engines import ENGINE_IDS, engine_rules, load_rules, rules, version_key
+from gpuwise.errors import DataError, InputError
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.units import GiB
+
+
+def _est(**kw: object) -> dict:
+    return estimate_json(EstimateRequest(**kw))  # type: ignore[arg-type]
+
+
+def _item(est: dict, name: str) -> float:
+    return sum(i["bytes"] for i in est["memory"]["items"] if i["name"] == name)
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda r: r.id)
+def test_every_engine_rule_names_its_sources(rule: object) -> None:
+    assert rule.sources  # type: ignore[attr-defined]
+    assert version_key(rule.from_version) is not None  # type: ignore[attr-defined]
+
+
+def test_every_engine_has_rules() -> None:
+    assert {r.engine for r in rules()} == set(ENGINE_IDS)
+
+
+def test_engine_version_picks_the_newest_rule_not_above_it() -> None:
+    assert engine_rules("vllm", "0.6.4.post1").id == "vllm-v0"
+    assert engine_rules("vllm", "0.8.4").id == "vllm-0.8"
+    assert engine_rules("vllm", "v0.11.2").id == "vllm-0.9"
+    assert engine_rules("vllm", "0.26.1rc1").id == "vllm-0.21"
+    assert engine_rules("vllm").id == "vllm-0.21"
+
+
+def test_an_engine_version_that_is_not_a_number_is_refused_in_both_languages() -> None:
+    with pytest.raises(InputError) as err:
+        _est(model="llama-3.1-8b", card="h100-sxm", engine_version="latest-ish")
+    assert "latest-ish" in err.value.message.en and err.value.message.zh
+
+
+def test_a_data_file_rule_with_an_unknown_field_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "engines.toml"
+    bad.write_text('schema_version = 1\n[[rule]]\nid = "x"\nengine = "vllm"\nfrom_versoin = "0.1"\n')
+    with pytest.raises(DataError) as err:
+        load_rules(bad)
+    assert "engines.toml" in err.value.message.en and "from_versoin" in err.value.message.en
+
+
+def test_vllm_v1_profiling_peak_follows_max_num_seqs_times_vocabulary_not_model_size() -> None:
+    # llm-d's H100 logs: Qwen3-0.6B 5.56 GiB and Qwen3-32B 5.64 GiB of peak activation (same vocab)
+    small = _est(model="qwen3-0.6b", card="h100-sxm", context=16000, engine_version="0.11")
+    big = _est(model="qwen3-32b", card="h100-sxm", context=16000, engine_version="0.11")
+    assert _item(small, "sampler_peak") == pytest.approx(_item(big, "sampler_peak"), rel=0.01)
+    assert 5.3 * GiB < _item(big, "sampler_peak") < 5.9 * GiB
+    # a smaller card keeps the 256-sequence defaults: a quarter of the rows
+    l40s = _est(model="qwen3-32b", card="l40s", gpus=2, context=16000, engine_version="0.11")
+    assert _item(l40s, "sampler_peak") == pytest.approx(_item(big, "sampler_peak") / 4, rel=0.01)
+
+
+def test_vllm_keeps_a100_on_the_small_defaults() -> None:
+    a100 = _est(model="llama-3.1-8b", card="a100-80gb-sxm", context=8192, engine_version="0.11")
+    h100 = _est(model="llama-3.1-8b", card="h100-sxm", context=8192, engine_version="0.11")
+    assert _item(a100, "sampler_peak") * 4 == pytest.approx(_item(h100, "sampler_peak"), rel=0.01)
+
+
+def test_qwen3_32b_bf16_at_32k_does_not_fit_one_h100_as_vllm_said() -> None:
+    for version in ("0.11", ""):
+        est = _est(model="qwen3-32b", card="h100-sxm", context=32000, engine_version=version)
+        assert est["fit"] == "does_not_fit"
+        assert est["capacity"]["max_concurrency"] < 1
+    ok = _est(model="qwen3-32b", card="h100-sxm", context=16000, engine_version="0.11")
+    assert ok["fits"]  # llm-d: SUCCESS at 16,000 with 4.45 GiB of KV
+
+
+def test_recent_vllm_charges_cuda_graphs_before_the_pool() -> None:
+    old = _est(model="llama-3.1-8b", card="h100-sxm", context=8192, engine_version="0.11")
+    new = _est(model="llama-3.1-8b", card="h100-sxm", context=8192, engine_version="0.21")
+    graphs = engine_rules("vllm", "0.21").cuda_graph_gib * GiB
+    assert old["memory"]["kv_pool"] - new["memory"]["kv_pool"] == pytest.approx(graphs, abs=2**20)
+
+
+def test_vllm_kv_tokens_are_whole_blocks() -> None:
+    est = _est(model="llama-3.1-8b", card="h100-sxm", context=8192)
+    assert est["capacity"]["kv_tokens"] % 16 == 0
+
+
+def test_sglang_pool_is_the_static_fraction_of_start_memory_less_the_weights() -> None:
+    est = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang")
+    rule = engine_rules("sglang")
+    start = 22.04 * GiB - rule.init_gib * GiB
+    assert est["memory"]["kv_pool"] == pytest.approx(start * rule.fraction_at(4) - est["memory"]["weights"],
+                                                      abs=2**20)
+    assert rule.fraction_at(1) > rule.fraction_at(2) > rule.fraction_at(4) > rule.fraction_at(8)
+    lower = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang", mem_fraction=0.8)
+    assert lower["memory"]["kv_pool"] < est["memory"]["kv_pool"]
+
+
+def test_trtllm_pool_is_its_fraction_of_the_memory_left_free() -> None:
+    est = _est(model="llama-3.1-8b", card="h100-sxm", context=8192, engine="trtllm")
+    mem = est["memory"]
+    free = 79.11 * GiB - mem["weights"] - mem["activations"] - mem["overhead"]
+    assert mem["kv_pool"] == pytest.approx(0.9 * free, abs=2**20)
+
+
+def test_a_bad_mem_fraction_is_refused() -> None:
+    with pytest.raises(InputError):
+        _est(model="llama-3.1-8b", card="h100-sxm", engine="sglang", mem_fraction=1.5)
