@@ -7,10 +7,11 @@ the vision tower stay 16-bit, as GPTQ/AWQ/FP8 checkpoints and vLLM's online FP8 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.params import ParamBreakdown, count_params
+from gpuwise.catalog.params import ParamBreakdown, _attention_of_layer, _mlp, count_params
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Text
 
@@ -72,6 +73,52 @@ def checkpoint_format(model: ModelArch) -> str:
     return "int4" if q.bits <= 4 else "int8"
 
 
+def _pattern(text: str) -> re.Pattern[str]:
+    """A quantization_config module name as a regex over dotted module paths: 're:<regex>' as
+    vLLM/compressed-tensors read it, else the name (globs '*' allowed) matched on whole dotted
+    segments, so 'self_attn' and 'model.layers.*.self_attn' both name every layer's attention."""
+    if text.startswith("re:"):
+        return re.compile(text[3:])
+    body = re.escape(text.replace("model.language_model.", "model.")).replace(r"\*", r"[^.]+")
+    return re.compile(rf"(^|\.){body}$")
+
+
+def _layer_modules(model: ModelArch, index: int) -> list[tuple[str, int]]:
+    """(dotted path, linear parameters) of one layer's quantizable modules, as HF names them."""
+    kind = model.kinds[index]
+    attn = "linear_attn" if kind == "linear" and model.linear is not None else "self_attn"
+    h = model.hidden_size
+    out = [(f"model.layers.{index}.{attn}", _attention_of_layer(model, kind))]
+    moe = model.moe
+    if moe is None or not model.is_moe_layer(index):
+        out.append((f"model.layers.{index}.mlp", _mlp(h, model.intermediate_size, model.gated_mlp, model.mlp_bias)))
+        return out
+    out.append((f"model.layers.{index}.mlp.experts",
+                moe.num_experts * _mlp(h, moe.expert_intermediate_size, model.gated_mlp, False)))
+    if moe.num_shared_experts:
+        out.append((f"model.layers.{index}.mlp.shared_expert",
+                    moe.num_shared_experts * _mlp(h, moe.shared_intermediate_size, model.gated_mlp, False)))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def unconverted_linear_params(model: ModelArch) -> int:
+    """Linear parameters the checkpoint keeps in 16-bit (quantization_config modules_to_not_convert /
+    ignore): a module counts when a pattern names it or a module above it (a whole layer); patterns
+    naming single projections inside a module are not counted (their share is small)."""
+    if model.quant is None or not model.quant.skipped_modules:
+        return 0
+    patterns = [_pattern(p) for p in model.quant.skipped_modules]
+    kept = 0
+    for index in range(model.num_layers):
+        for path, n in _layer_modules(model, index):
+            parts = path.split(".")
+            scopes = [".".join(parts[:k]) for k in range(3, len(parts) + 1)]  # model.layers.i, ...
+            if any(p.search(scope) for p in patterns for scope in scopes):
+                kept += n
+    return kept
+
+
 @functools.lru_cache(maxsize=4096)
 def weight_bytes(model: ModelArch, fmt: str = "auto") -> WeightBytes:
     """Weight bytes of `model` stored as `fmt` (auto: as the checkpoint ships)."""
@@ -91,4 +138,7 @@ def weight_bytes(model: ModelArch, fmt: str = "auto") -> WeightBytes:
         raise InputError(Text(f"Unknown --weights '{fmt}': use {', '.join(WEIGHT_FORMATS)}.",
                               f"未知的 --weights“{fmt}”：可用 {', '.join(WEIGHT_FORMATS)}。"))
     other_bits = 32.0 if fmt == "fp32" else 16.0
-    return WeightBytes(fmt, params.linear * _LINEAR_BITS[fmt] / 8, params.kept_16bit * other_bits / 8, False)
+    # a quantized checkpoint asked as shipped keeps its unconverted modules in 16-bit
+    kept = unconverted_linear_params(model) if model.quant is not None and fmt == checkpoint_format(model) else 0
+    linear = (params.linear - kept) * _LINEAR_BITS[fmt] / 8 + kept * 2.0
+    return WeightBytes(fmt, linear, params.kept_16bit * other_bits / 8, False)
