@@ -29,6 +29,37 @@ def register(app: typer.Typer) -> None:
     group.command("report", help="Judge verify evidence from many nodes against the datasheet and "
                                  "against each other. 汇总多节点验收数据，对照规格并互相比较。")(report)
     app.add_typer(group, name="fleet", help="Acceptance across a fleet of GPU nodes. 机群验收。")
+    app.command("exporter", help="Serve verify/fleet results for Prometheus to scrape (beside DCGM "
+                                 "exporter). 为 Prometheus 提供验收指标。")(exporter)
+
+
+def exporter(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Evidence files, or folders of them; re-read on every scrape. 证据文件或目录。")],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on. 监听地址。")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (DCGM exporter uses 9400). 端口。",
+                                      min=0, max=65535)] = 9401,
+    card: CardOpt = None,
+    contract: ContractOpt = None,
+    lang_flag: LangOpt = None,
+) -> None:
+    from gpuwise.fleet.api import make_claim
+    from gpuwise.fleet.exporter import make_exporter
+
+    lang = lang_of(lang_flag)
+    try:
+        server = make_exporter(paths, host, port, make_claim(card, contract))
+    except GpuwiseError as err:
+        fail(err, json_out=False, lang=lang)
+    bound = server.server_address[1]
+    typer.echo(Text(f"Serving http://{host}:{bound}/metrics (Ctrl-C to stop).",
+                    f"正在提供 http://{host}:{bound}/metrics（Ctrl-C 停止）。").render(lang), err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 def report(

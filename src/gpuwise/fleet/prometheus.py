@@ -20,13 +20,14 @@ from gpuwise.fleet.judge import FleetReport
 from gpuwise.fleet.rules import load_rules
 from gpuwise.i18n import Text
 
-__all__ = ["STATUS_VALUE", "FleetCollector", "fleet_text", "write_fleet_metrics"]
+__all__ = ["STATUS_VALUE", "FleetCollector", "client", "families", "fleet_text", "write_fleet_metrics"]
 
 # One number per verdict, worst highest, so `max by (Hostname)` is the node's verdict.
 STATUS_VALUE = {"pass": 0, "skipped": 1, "warn": 2, "fail": 3}
 
 
-def _client() -> Any:
+def client() -> Any:
+    """prometheus_client, or the install hint."""
     try:
         import prometheus_client
     except ImportError as exc:
@@ -35,7 +36,7 @@ def _client() -> Any:
     return prometheus_client
 
 
-def _families(report: FleetReport) -> Iterator[Any]:
+def families(report: FleetReport) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
     rules, node_labels = load_rules(), ["Hostname", "card"]
@@ -78,15 +79,15 @@ class FleetCollector:
         self._make_report = make_report
 
     def collect(self) -> Iterator[Any]:
-        yield from _families(self._make_report())
+        yield from families(self._make_report())
 
 
 def fleet_text(report: FleetReport) -> str:
     """The report in the Prometheus text exposition format (version 0.0.4)."""
-    client = _client()
-    registry = client.CollectorRegistry(auto_describe=False)
+    prom = client()
+    registry = prom.CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector(lambda: report))
-    return str(client.generate_latest(registry).decode("utf-8"))
+    return str(prom.generate_latest(registry).decode("utf-8"))
 
 
 def write_fleet_metrics(report: FleetReport, path: Path) -> None:
