@@ -108,10 +108,14 @@ def _ckpt_options(req: Any) -> tuple[str, ...]:
 
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
+    from gpuwise.bounds import check_layers, check_request
+
+    check_request(req)  # every number within its bound (gpuwise.bounds), tp x pp within the GPUs
     _check_hub(req.hub)
     catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
     resolved = resolve_card(req.card, catalog)
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
+    check_layers(req.pp, model.num_layers, model.name)
     targets = tuple(t.strip() for t in req.lora_targets.split(",") if t.strip())
     if targets == ("all",) or targets == ("all-linear",):
         targets = LORA_TARGETS
@@ -231,6 +235,19 @@ def _check_plan(req: PlanRequest) -> None:
         if value not in choices:
             raise unknown_name(Text(f"{flag} value", f"{flag} 取值"), value, choices, "gpuwise plan --help")
     for need in _split(req.require):
+    from gpuwise.catalog.prices import BILLINGS
+    from gpuwise.estimate.constants import KV_BYTES
+    from gpuwise.estimate.weights import WEIGHT_FORMATS, _gguf_bits
+
+    if req.weights.startswith("gguf:"):
+        _gguf_bits(req.weights)  # refuses an unknown GGUF type with the list of known ones
+    elif req.weights not in (*WEIGHT_FORMATS, "any"):
+        raise unknown_name(Text("--weights value", " --weights 取值"), req.weights, (*WEIGHT_FORMATS, "any"),
+                           "gpuwise plan --help")
+    closed = (("--kv-dtype", req.kv_dtype, ("auto", *KV_BYTES)), ("--billing", req.billing, BILLINGS))
+    for flag, value, options in closed:
+        if value not in options:
+            raise unknown_name(Text(f"{flag} value", f" {flag} 取值"), value, options, "gpuwise plan --help")
         if need not in ("ecc", "nvlink"):
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
     if not 1 <= req.top <= 50:
@@ -285,9 +302,11 @@ def _plan_cards(req: PlanRequest) -> tuple[list[Any], dict[str, Text]]:
 
 def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
     """The model, workload, targets and cost options of a plan request, validated."""
+    from gpuwise.bounds import check_request
     from gpuwise.estimate.api import CostOptions
     from gpuwise.plan.search import Targets
 
+    check_request(req)  # every number within its bound (gpuwise.bounds)
     _check_plan(req)
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
     w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
@@ -397,6 +416,10 @@ def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict
         "sliding_window": m.sliding_window or None,
         "attention": "mla" if m.mla else ("hybrid" if m.linear else "gqa" if m.num_kv_heads < m.num_heads else "mha"),
         "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.experts_per_token,
+        "mla": None if m.mla is None else {"kv_lora_rank": m.mla.kv_lora_rank, "q_lora_rank": m.mla.q_lora_rank,
+                                           "qk_nope_head_dim": m.mla.qk_nope_head_dim,
+                                           "qk_rope_head_dim": m.mla.qk_rope_head_dim,
+                                           "v_head_dim": m.mla.v_head_dim},
                                            "shared_experts": m.moe.num_shared_experts},
         "kv_bytes_per_token": int(m.kv_bytes_per_token(2.0)),
         "kv_bytes_per_token_fp8": int(m.kv_bytes_per_token(1.0)),

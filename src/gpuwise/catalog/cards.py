@@ -24,7 +24,7 @@ from gpuwise.catalog.card_schema import (
     VENDORS,
 )
 from gpuwise.catalog.hardware import SHIPPED_FORM_FACTORS, form_factors
-from gpuwise.errors import InputError, close_matches, unknown_name
+from gpuwise.errors import InputError, UnknownNameError, close_matches, unknown_name
 from gpuwise.i18n import Text
 from gpuwise.units import GiB
 
@@ -253,7 +253,45 @@ def resolve_card(name: str, catalog: Catalog | None = None) -> ResolvedCard:
     card = stripped.get(strip_prefixes(key))
     if card is not None:
         return ResolvedCard(card)
-    raise unknown_name(CARD, query, cat.names(), "gpuwise cards")
+    found = _by_model_number(strip_prefixes(key), stripped)
+    if len(found) == 1:
+        return ResolvedCard(found[0], Text(
+            f"'{query}' is taken as {found[0].name} ({found[0].id}), the only card of that model number.",
+            f"“{query}”按 {found[0].name}（{found[0].id}）计算：目录中只有这一张该型号的卡。"))
+    raise _unknown_card(query, cat, found)
+
+
+def _by_model_number(prefix: str, stripped: dict[str, Card]) -> list[Card]:
+    """Cards whose name starts with the typed model number ("4050" -> "4050 Laptop"): the next
+    character must not be a digit, so "409" never means 4090 and "A100" never means "A100 80G"."""
+    if len(prefix) < 3:
+        return []
+    hits = {card.id: card for name, card in stripped.items()
+            if name.startswith(prefix) and len(name) > len(prefix) and not name[len(prefix)].isdigit()}
+    return list(hits.values())
+
+
+_MEMORY = re.compile(r"(\d+)\s*gi?b?\b", re.IGNORECASE)  # "A100-80G", "4090 48GB", "80 GiB"
+
+
+def _unknown_card(query: str, cat: Catalog, found: list[Card]) -> UnknownNameError:
+    """Unknown card: the cards that share its model number first, those with the memory it names
+    ahead of the others ("A100-96G" lists the 80 GB variants before the 40 GB ones)."""
+    err = unknown_name(CARD, query, cat.names(), "gpuwise cards")
+    size = _MEMORY.search(query)
+    if not found:
+        stem = strip_prefixes(normalize(_MEMORY.sub("", query)))
+        found = [c for c in cat.cards if strip_prefixes(normalize(c.id)).startswith(stem)] if len(stem) >= 3 else []
+    if not found:
+        return err
+    if size is not None:
+        want = float(size.group(1))
+        found = sorted(found, key=lambda c: abs(c.memory_gb - want))
+    ids = [c.id for c in found[:4]]
+    quoted = ", ".join(f"'{i}'" for i in ids)
+    return UnknownNameError(Text(f"Unknown card '{query}'. Did you mean {quoted}?",
+                                 f"未知的显卡“{query}”。您是否想输入 {quoted}？"),
+                            hint=err.hint, suggestions=tuple(ids))
 
 
 def _ambiguous_note(query: str, amb: AmbiguousName, default: Card) -> Text:

@@ -55,9 +55,10 @@ class Objective:
 
     def show_zh(self, value: float, currency: str) -> str:
         if self.key == "tokens_per_s":
-            return f"{value:,.0f} tok/s"
+            return f"{value:,.0f} token/s"
         digits = 0 if self.key == "per_run" else 2
-        return f"{value:,.{digits}f} {currency}{self.short}"
+        cur = {"CNY": "元", "USD": "美元"}.get(currency, currency)  # 元/时 as on the page
+        return f"{value:,.{digits}f} {cur}{self.unit.zh.strip()}"
 
     def to_dict(self) -> dict[str, object]:
         return {"key": self.key, "unit": self.unit.en, "unit_zh": self.unit.zh, "short": self.short,
