@@ -58,10 +58,10 @@ class _Reader:
         self.cfg = cfg
         self.name = name
 
-    def bad(self, key: str, value: Any, want: str) -> DataError:
+    def bad(self, key: str, value: Any, want: Text) -> DataError:
         return DataError(Text(
-            f"config.json of '{self.name}': '{key}' should be {want}, got {value!r:.60}.",
-            f"“{self.name}”的 config.json：“{key}”应为{want}，实际为 {value!r:.60}。"))
+            f"config.json of '{self.name}': '{key}' should be {want.en}, got {value!r:.60}.",
+            f"“{self.name}”的 config.json：“{key}”应为{want.zh}，实际为 {value!r:.60}。"))
 
     def int(self, *keys: str, default: int | None = None, low: int = 1, high: int = _MAX_DIM) -> int:
         for key in keys:
@@ -71,7 +71,8 @@ class _Reader:
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise self.bad(key, value, f"an integer in [{low}, {high}]")
+                raise self.bad(key, value, Text(f"an integer in [{low}, {high}]",
+                                                f" {low} 到 {high} 之间的整数"))
             return value
         if default is None:
             raise DataError(Text(
@@ -84,7 +85,7 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.bad(key, value, "true or false")
+            raise self.bad(key, value, Text("true or false", " true 或 false"))
         return value
 
     def str(self, key: str, default: str = "") -> str:
@@ -92,7 +93,7 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, str):
-            raise self.bad(key, value, "a string")
+            raise self.bad(key, value, Text("a string", "字符串"))
         return value
 
 
@@ -115,9 +116,10 @@ def _layer_kinds(r: _Reader, layers: int) -> tuple[tuple[LayerKind, ...], int]:
     types = cfg.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise r.bad("layer_types", types, "a list of strings")
+            raise r.bad("layer_types", types, Text("a list of strings", "字符串列表"))
         if len(types) != layers:
-            raise r.bad("layer_types", f"{len(types)} entries", f"{layers} entries (num_hidden_layers)")
+            raise r.bad("layer_types", f"{len(types)} entries",
+                        Text(f"{layers} entries (num_hidden_layers)", f" {layers} 项（num_hidden_layers）"))
         kinds = tuple(_KIND_NAMES.get(t, "full") for t in types)
         return kinds, window if "sliding" in kinds else 0
     interval = r.int("full_attention_interval", default=0, low=0, high=_MAX_LAYERS)
@@ -154,7 +156,7 @@ def _moe(r: _Reader, layers: int, hidden_inter: int, router_bias: bool) -> MoE |
     step = r.int("decoder_sparse_step", "moe_layer_freq", default=1, high=layers)
     only_dense = r.cfg.get("mlp_only_layers") or []
     if not isinstance(only_dense, list) or not all(isinstance(i, int) for i in only_dense):
-        raise r.bad("mlp_only_layers", only_dense, "a list of layer indices")
+        raise r.bad("mlp_only_layers", only_dense, Text("a list of layer indices", "层序号列表"))
     dense = tuple(i for i in range(layers)
                   if i < first_dense or i in only_dense or (i + 1) % step != 0 and step > 1)
     return MoE(
