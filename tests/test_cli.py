@@ -80,3 +80,17 @@ def test_model_reports_the_done_when_figures() -> None:
     assert ds["attention"] == "mla" and ds["kv_bytes_per_token"] == 61 * (512 + 64) * 2
     moe = as_json(run("model", "qwen3-30b-a3b", "--json"))
     assert moe["params_active"] < moe["params_total"] / 5
+
+
+MARKUP_NAME = "[link=https://evil.example]click[/link] [bold red]x[/]"
+
+
+@pytest.mark.parametrize("command", [("model",), ("estimate", "--card", "4090"), ("plan", "--top", "1")])
+def test_rich_markup_and_escapes_in_a_model_name_print_literally(tmp_path: Path, command: tuple[str, ...]) -> None:
+    from tests.test_gguf import write_model
+
+    path = write_model(tmp_path / "named.gguf", extra=lambda w: w.add_name(MARKUP_NAME + "\x1b]52;c;cHduZWQ=\x07\x1b[2J"))
+    proc = run(command[0], str(path), *command[1:], "--lang", "en", extra_env={"FORCE_COLOR": "1", "TERM": "xterm"})
+    assert proc.returncode == 0, proc.stderr
+    assert "[link=https://evil.example]click[/link]" in proc.stdout
+    assert "\x1b]8;" not in proc.stdout and "\x1b]52" not in proc.stdout and "\x1b[2J" not in proc.stdout
