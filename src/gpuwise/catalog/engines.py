@@ -50,6 +50,15 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "cuda_graph_in_pool": _F("bool", required=True),
     "block_size": _F("int", required=True, positive=True),
     "log_style": _F("str", required=True, choices=("vllm-v0", "vllm-v1", "sglang", "trtllm", "none")),
+    "reserve_base_mib": _F("float"),
+    "reserve_mib_per_chunk_token": _F("float"),
+    "reserve_mib_per_8_ranks": _F("float"),
+    "reserve_floor_mib": _F("float"),
+    "reserve_floor_above_gib": _F("float"),
+    "graph_mib_per_decode_bs": _F("float"),
+    "graph_mib_per_prefill_size": _F("float"),
+    "graph_mib_mla": _F("float"),
+    "memory_brackets": _F("strlist"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -94,7 +103,41 @@ class EngineRules:
     memory_fraction_tp16: float | None = None
     large_excludes: tuple[str, ...] = ()
     init_gib: float = 0.0
+    # SGLang >= 0.5: mem_fraction_static = (memory - reserve) / memory, the reserve built from these
+    reserve_base_mib: float = 0.0  # 0: the memory_fraction fields are the default
+    reserve_mib_per_chunk_token: float = 0.0
+    reserve_mib_per_8_ranks: float = 0.0
+    reserve_floor_mib: float = 0.0
+    reserve_floor_above_gib: float = 0.0
+    graph_mib_per_decode_bs: float = 0.0
+    graph_mib_per_prefill_size: float = 0.0
+    graph_mib_mla: float = 0.0
+    memory_brackets: tuple[str, ...] = ()  # "below_gib:chunked_prefill:decode_bs_tp_lt4:decode_bs_tp_ge4"
     notes: str = ""
+
+    def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:
+        """(chunked prefill tokens, decode CUDA-graph max batch) of the card's memory bracket."""
+        for row in self.memory_brackets:
+            below, chunk, small, large = row.split(":")
+            if below == "inf" or memory_gib < float(below):
+                return int(chunk), int(large if tp >= 4 else small)
+        return None
+
+    def reserved_fraction(self, memory_gib: float, tp: int, pp: int, mla: bool) -> float | None:
+        """SGLang's default mem_fraction_static from its reserve (server_args memory hook), or
+        None where the rule set has no reserve."""
+        found = self.bracket(memory_gib, tp)
+        if not self.reserve_base_mib or found is None:
+            return None
+        chunk, decode_bs = found
+        mib = memory_gib * 1024
+        graphs = decode_bs * self.graph_mib_per_decode_bs
+        graphs += self.graph_mib_mla if mla else len(prefill_graph_sizes(chunk)) * self.graph_mib_per_prefill_size
+        reserve = (self.reserve_base_mib + max(chunk, 2048) * self.reserve_mib_per_chunk_token
+                   + tp * pp / 8 * self.reserve_mib_per_8_ranks + graphs)
+        if memory_gib > self.reserve_floor_above_gib:
+            reserve = max(reserve, self.reserve_floor_mib)
+        return round((mib - reserve) / mib, 3)
 
     def fraction_at(self, tp: int) -> float:
         """The default memory fraction at `tp` GPUs (SGLang lowers it as TP grows)."""
@@ -109,6 +152,14 @@ class EngineRules:
         """Whether the engine gives this card its large-GPU defaults."""
         name = card_name.lower()
         return memory_gib >= self.large_gpu_gib and not any(w.lower() in name for w in self.large_excludes)
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """The token counts SGLang captures prefill CUDA graphs for (cuda_graph_hook.py,
+    generate_prefill_cuda_graph_batch_sizes, 0.5.23)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
+    return [s for s in sizes if s <= max_tokens]
 
 
 def load_rules(path: Path) -> tuple[EngineRules, ...]:
@@ -154,5 +205,5 @@ def engine_rules(engine: str, version: str = "") -> EngineRules:
     return fitting[-1]
 
 
-__all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "engine_rules", "load_rules", "rules",
-           "version_key"]
+__all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "engine_rules", "load_rules",
+           "prefill_graph_sizes", "rules", "version_key"]

@@ -60,6 +60,11 @@ def kv_element_bytes(w: Workload, model: ModelArch) -> float:
     return KV_BYTES[w.kv_dtype]
 
 
+def tensor_parallel_degree(d: Deployment) -> int:
+    """TP degree before checking it against the model's heads."""
+    return d.tp or max(1, d.gpus // d.pp)
+
+
 def tensor_parallel(model: ModelArch, d: Deployment) -> int:
     """TP degree for serving: all GPUs of a pipeline stage unless --tp says otherwise."""
     tp = d.tp or max(1, d.gpus // d.pp)
@@ -103,6 +108,9 @@ def batched_tokens(w: Workload, d: Deployment) -> int:
         return w.context * w.concurrency  # transformers prefills the whole batch at once
     if rules.chunked_prefill_above and w.context <= rules.chunked_prefill_above:
         return max(w.context, rules.batched_tokens_small)
+    bracket = rules.bracket(d.card.usable_bytes / GiB, tensor_parallel_degree(d))
+    if bracket is not None:
+        return bracket[0]
     return rules.batched_tokens_large if _large(d, rules) else rules.batched_tokens_small
 
 
@@ -164,13 +172,20 @@ class _Budget:
     pool: float  # the KV pool the engine pre-allocates (0: it grows a cache instead)
 
 
-def _budget(d: Deployment, rules: EngineRules, fixed: float, weights: float, tp: int) -> _Budget:
+def engine_fraction(d: Deployment, rules: EngineRules, tp: int, mla: bool) -> float:
+    """The engine's default memory fraction: SGLang >= 0.5 derives it from a reserve for
+    activations and CUDA graphs; otherwise the rule's value at this TP."""
+    derived = rules.reserved_fraction(d.card.usable_bytes / GiB, tp, d.pp, mla)
+    return derived if derived is not None else rules.fraction_at(tp)
+
+
+def _budget(d: Deployment, rules: EngineRules, fixed: float, weights: float, tp: int, mla: bool) -> _Budget:
     """Each engine's rule for its KV pool (data/engines.toml `pool`)."""
     card = d.card.usable_bytes
     if rules.pool == "total_fraction":  # vLLM: fraction of the total, less all the rest
         budget = card * d.gpu_memory_utilization
         return _Budget(budget, max(0.0, budget - fixed))
-    frac = d.mem_fraction or rules.fraction_at(tp)
+    frac = d.mem_fraction or engine_fraction(d, rules, tp, mla)
     if rules.pool == "static_fraction":  # SGLang: fraction of the memory free at start, less weights
         start = card - rules.init_gib * GiB
         pool = max(0.0, start * frac - weights)
@@ -196,7 +211,7 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     acts = _activation_items(model, w, d, tp)
     runtime = _runtime_items(d, rules, tp * d.pp)
     fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
-    budget = _budget(d, rules, fixed, on_gpu, tp)
+    budget = _budget(d, rules, fixed, on_gpu, tp, model.mla is not None)
     moved = 0.0
     if d.offload != "none" and fixed + kv + state > budget.usable:  # move just enough weights off the GPU
         moved = min(on_gpu, math.ceil((fixed + kv + state - budget.usable) / MiB) * MiB)
