@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.catalog.engines import ENGINE_IDS, engine_rules, load_rules, rules, version_key
+from gpuwise.catalog.engines import (
+    ENGINE_IDS,
+    engine_rules,
+    load_rules,
+    prefill_graph_sizes,
+    rules,
+    version_key,
+)
 from gpuwise.errors import DataError, InputError
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB
@@ -92,14 +99,29 @@ def test_vllm_kv_tokens_are_whole_blocks() -> None:
 
 
 def test_sglang_pool_is_the_static_fraction_of_start_memory_less_the_weights() -> None:
-    est = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang")
-    rule = engine_rules("sglang")
+    est = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang", engine_version="0.4.3")
+    rule = engine_rules("sglang", "0.4.3")
     start = 22.04 * GiB - rule.init_gib * GiB
     assert est["memory"]["kv_pool"] == pytest.approx(start * rule.fraction_at(4) - est["memory"]["weights"],
                                                       abs=2**20)
     assert rule.fraction_at(1) > rule.fraction_at(2) > rule.fraction_at(4) > rule.fraction_at(8)
-    lower = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang", mem_fraction=0.8)
+    lower = _est(model="qwen2.5-32b", card="l4", gpus=4, context=32768, engine="sglang", engine_version="0.4.3",
+                 mem_fraction=0.8)
     assert lower["memory"]["kv_pool"] < est["memory"]["kv_pool"]
+
+
+def test_sglang_05_derives_mem_fraction_static_from_its_reserve() -> None:
+    rule = engine_rules("sglang", "0.5.23")
+    # H100 (79.11 GiB), TP 1: 8,192-token chunks, 256 decode graphs, 58 prefill graph sizes; the
+    # reserve 512 + 8192 x 1.5 + 128 + 256 x 2 + 58 x 8 = 13,904 MB is above the 10 GB floor
+    assert rule.bracket(79.11, 1) == (8192, 256)
+    assert len(prefill_graph_sizes(8192)) == 58
+    expected = round((79.11 * 1024 - 13904) / (79.11 * 1024), 3)
+    assert rule.reserved_fraction(79.11, 1, 1, mla=False) == expected
+    # MLA backends reserve 1.5 GB for prefill graphs instead
+    assert rule.reserved_fraction(139.8, 8, 1, mla=True) == round((139.8 * 1024 - 16384) / (139.8 * 1024), 3)
+    # a 24 GB card: 4,096-token chunks, no floor
+    assert rule.bracket(23.5, 1) == (4096, 48)
 
 
 def test_trtllm_pool_is_its_fraction_of_the_memory_left_free() -> None:
