@@ -134,3 +134,19 @@ def test_trtllm_pool_is_its_fraction_of_the_memory_left_free() -> None:
 def test_a_bad_mem_fraction_is_refused() -> None:
     with pytest.raises(InputError):
         _est(model="llama-3.1-8b", card="h100-sxm", engine="sglang", mem_fraction=1.5)
+
+
+def test_the_estimate_prints_the_engines_own_start_up_lines() -> None:
+    v1 = _est(model="llama-3.1-8b", card="h100-sxm", context=16000, engine_version="0.11")
+    boot = v1["engine_startup"]
+    tokens = v1["capacity"]["kv_tokens"]
+    assert boot["rules"] == "vllm-0.9" and boot["max_num_seqs"] == 1024
+    assert f"GPU KV cache size: {tokens:,} tokens" in boot["lines"]
+    assert f"Maximum concurrency for 16,000 tokens per request: {tokens / 16000:.2f}x" in boot["lines"]
+    v0 = _est(model="llama-3.1-8b", card="rtx-3090", context=20000, engine_version="0.6")
+    assert v0["engine_startup"]["lines"][0].startswith(f"# GPU blocks: {v0['capacity']['kv_tokens'] // 16}, ")
+    sg = _est(model="llama-3.1-8b", card="h100-sxm", context=16000, engine="sglang")
+    assert f"max_total_num_tokens={sg['capacity']['kv_tokens']}," in sg["engine_startup"]["lines"][1]
+    trt = _est(model="llama-3.1-8b", card="h100-sxm", context=16000, engine="trtllm")
+    assert trt["engine_startup"]["lines"][0].endswith(f"({trt['capacity']['kv_tokens']}).")
+    assert "engine_startup" not in _est(model="llama-3.1-8b", card="h100-sxm", engine="transformers")

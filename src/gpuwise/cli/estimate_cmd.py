@@ -199,6 +199,15 @@ def _capacity_line(r: dict[str, Any], zh: bool) -> str | None:
                     xb=_band(r, "capacity.max_context", _n)))
 
 
+def _startup_line(r: dict[str, Any], zh: bool) -> str | None:
+    boot = r.get("engine_startup")
+    if not boot:
+        return None
+    said = " · ".join(safe(line) for line in boot["lines"])
+    return (f"{boot['engine']} 启动时将打印（规则 {boot['rules']}）：{said}" if zh else
+            f"{boot['engine']} would print at start-up (rules {boot['rules']}): {said}")
+
+
 def _render_verdict(c: Any, r: dict[str, Any], lang: Lang) -> None:
     zh = lang == "zh"
     line = _framework_line(r, lang)
@@ -208,7 +217,7 @@ def _render_verdict(c: Any, r: dict[str, Any], lang: Lang) -> None:
     if peaks:
         c.print(peaks)
     c.print(_verdict_line(r, zh))
-    for line in [_capacity_line(r, zh), *_speed_lines(r, lang)]:
+    for line in [_capacity_line(r, zh), _startup_line(r, zh), *_speed_lines(r, lang)]:
         if line:
             c.print(line)
     sources = _sources_line(r, zh)
@@ -288,6 +297,18 @@ def register(app: typer.Typer) -> None:
         plot: Annotated[str | None, typer.Option("--plot", help="Also draw the memory chart to out.png or out.svg (gpuwise[plot]).")] = None,
         json_out: JsonOpt = False,
         lang: LangOpt = None,
+        width: Annotated[int | None, typer.Option("--width", help="Image/video models: width in pixels (default: the model's).")] = None,
+        height: Annotated[int | None, typer.Option("--height", help="Image/video models: height in pixels.")] = None,
+        frames: Annotated[int | None, typer.Option("--frames", help="Video models: frames (4k + 1, e.g. 81).")] = None,
+        steps: Annotated[int | None, typer.Option("--steps", help="Image/video models: sampling steps.")] = None,
+        guidance: Annotated[float | None, typer.Option("--guidance", help="Image/video models: guidance scale (CFG runs a negative prompt when > 1).")] = None,
+        images: Annotated[int, typer.Option("--images", help="Image/video models: outputs per prompt (batch).")] = 1,
+        te_weights: Annotated[str, typer.Option("--te-weights", help="Image/video models: the large text encoder's precision (bf16 | fp8 | nf4 | gguf:Q8_0 ...).")] = "auto",
+        vae_tiling: Annotated[bool, typer.Option("--vae-tiling", help="Image/video models: decode in tiles.")] = False,
+        vae_slicing: Annotated[bool, typer.Option("--vae-slicing", help="Image models: decode a batch one image at a time.")] = False,
+        te_cpu: Annotated[bool, typer.Option("--te-cpu", help="Image/video models: run the text encoders on the CPU.")] = False,
+        runtime: Annotated[str, typer.Option("--runtime", help="Image/video models: diffusers | comfyui (with --offload: none | model | sequential | group | lowvram).")] = "diffusers",
+        os_name: Annotated[str, typer.Option("--os", help="Image/video models: linux | windows (what happens when it does not fit).")] = "linux",
     ) -> None:
         """Memory per GPU and a fit verdict (and the nearest fix when it does not fit). 估算每卡显存。"""
         from gpuwise.service import EstimateRequest, estimate_json
@@ -305,8 +326,18 @@ def register(app: typer.Typer) -> None:
             compile=compile_, packing=packing, float8=float8, flash_attention=flash_attention, zero=zero, lora_rank=lora_rank, lora_targets=lora_targets,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
             calibration=calibration, provider=provider, billing=billing, train_tokens=tokens,
-            inter_node_gbps=inter_node_gbps)
+            inter_node_gbps=inter_node_gbps,
+            width=width, height=height, frames=frames, steps=steps, guidance=guidance, images=images,
+            te_weights=te_weights, vae_tiling=vae_tiling, vae_slicing=vae_slicing, te_cpu=te_cpu,
+            runtime=runtime, os=os_name)
         from gpuwise.report.plot import with_plot
 
         run_command(json_out, lang, lambda: with_plot(estimate_json(req), plot, lang),
-                    lambda r, lg: render_estimate(r, lg, explain))
+                    lambda r, lg: _render_diffusion(r, lg) if r.get("kind") == "diffusion"
+                    else render_estimate(r, lg, explain))
+
+
+def _render_diffusion(r: dict[str, Any], lang: Lang) -> None:
+    from gpuwise.cli.image_cmd import render_diffusion
+
+    render_diffusion(r, lang)

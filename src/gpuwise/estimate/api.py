@@ -22,6 +22,7 @@ from gpuwise.estimate.memory_train import train_memory
 from gpuwise.estimate.provenance import provenance
 from gpuwise.estimate.ranges import Ranged, estimate_values, fit_verdict, ranges_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
+from gpuwise.estimate.startup import startup
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -101,6 +102,9 @@ class Estimate:
                                        | ({"cost"} if self.cost else set()) | ({"kv_pool"} if mem.breakdown.kv_pool else set()))
         if d.margin and not w.is_training:
             out["margin"] = _margin(self)
+        boot = None if w.is_training else startup(self.model, w, d, mem)
+        if boot is not None:
+            out["engine_startup"] = boot  # the engine's rule set and the lines it would print
         if w.is_training:
             out["limits"] = training_limits(self.model, w, d)
             out["framework"] = framework_dict(w)
@@ -192,10 +196,12 @@ def _warnings(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -
         if (1 - d.gpu_memory_utilization) * card.usable_bytes < graphs:
             found.append(Text("--gpu-memory-utilization leaves less than the ~0.5 GiB CUDA graphs need.",
                               "--gpu-memory-utilization 留下的显存不足 CUDA graph 所需的约 0.5 GiB。"))
-        if mem.capacity is not None and mem.capacity.max_concurrency < 1:
-            found.append(Text(f"vLLM would refuse to start: one {w.context:,}-token request needs more KV "
-                              "cache than the pool holds.",
-                              f"vLLM 将无法启动：一个 {w.context:,} token 的请求所需 KV 超过 KV 池容量。"))
+    pool_engine = not w.is_training and d.engine in ("vllm", "sglang", "trtllm")
+    if pool_engine and mem.capacity is not None and mem.capacity.max_concurrency < 1:
+        name = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[d.engine]
+        found.append(Text(f"{name} would refuse to start: one {w.context:,}-token request needs more KV "
+                          "cache than the pool holds.",
+                          f"{name} 将无法启动：一个 {w.context:,} token 的请求所需 KV 超过 KV 池容量。"))
     return found
 
 

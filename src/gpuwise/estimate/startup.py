@@ -1,0 +1,77 @@
+"""The start-up lines a serving engine would print for an estimate: its KV pool in its own words.
+
+vLLM V1 logs "Available KV cache memory", "GPU KV cache size: N tokens" and "Maximum concurrency
+for C tokens per request: X.XXx" (vllm/v1/worker/gpu_worker.py, vllm/v1/core/kv_cache_utils.py);
+V0 logs "# GPU blocks: N, # CPU blocks: M" (vllm/executor, swap_space 4 GiB); SGLang "KV Cache is
+allocated. #tokens: N, K size: X GB, V size: X GB" and "max_total_num_tokens=N" (GB = 1 << 30);
+TensorRT-LLM "[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N)."
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.memory_infer import (
+    batched_tokens,
+    engine_fraction,
+    kv_element_bytes,
+    kv_share,
+    max_num_seqs,
+    rules_for,
+    tensor_parallel,
+)
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.units import GiB
+
+V0_SWAP_SPACE_GIB = 4  # vLLM V0 --swap-space default (CPU blocks)
+
+
+def _vllm_lines(w: Workload, pool: float, tokens: int, block: int, per_token: float, v0: bool) -> list[str]:
+    concurrency = tokens / w.context if w.context else 0.0
+    if v0:
+        cpu_blocks = int(V0_SWAP_SPACE_GIB * GiB // (per_token * block)) if per_token else 0
+        return [f"# GPU blocks: {tokens // block}, # CPU blocks: {cpu_blocks}",
+                f"Maximum concurrency for {w.context} tokens per request: {concurrency:.2f}x"]
+    return [f"Available KV cache memory: {pool / GiB:.2f} GiB",
+            f"GPU KV cache size: {tokens:,} tokens",
+            f"Maximum concurrency for {w.context:,} tokens per request: {concurrency:.2f}x"]
+
+
+def _sglang_lines(model: ModelArch, w: Workload, d: Deployment, tokens: int, per_token: float) -> list[str]:
+    chunk = batched_tokens(w, d)
+    running = max_num_seqs(w, d)
+    if model.mla is not None:  # one latent per token: SGLang's MLA pool prints one size
+        size = f"KV size: {tokens * per_token / GiB:.2f} GB"
+    else:
+        size = f"K size: {tokens * per_token / 2 / GiB:.2f} GB, V size: {tokens * per_token / 2 / GiB:.2f} GB"
+    summary = (f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, "
+               f"max_running_requests={running}, context_len={w.context}")
+    return [f"KV Cache is allocated. #tokens: {tokens}, {size}", summary]
+
+
+def startup(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> dict[str, Any] | None:
+    """The engine's rule set and the lines it would print; None for engines without a pool."""
+    rules = rules_for(d)
+    if rules.log_style == "none" or mem.capacity is None:
+        return None
+    tp = tensor_parallel(model, d)
+    per_token = model.kv_bytes_per_token(kv_element_bytes(w, model)) * kv_share(model, tp) / d.pp
+    pool, tokens = mem.breakdown.kv_pool, mem.capacity.kv_tokens
+    if rules.log_style in ("vllm-v0", "vllm-v1"):
+        lines = _vllm_lines(w, pool, tokens, rules.block_size, per_token, rules.log_style == "vllm-v0")
+        fraction = d.gpu_memory_utilization
+    elif rules.log_style == "sglang":
+        lines = _sglang_lines(model, w, d, tokens, per_token)
+        fraction = d.mem_fraction or engine_fraction(d, rules, tp, model.mla is not None)
+    else:
+        lines = [f"[MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache ({tokens})."]
+        fraction = d.mem_fraction or rules.fraction_at(tp)
+    return {"rules": rules.id, "engine": rules.engine, "version": d.engine_version or f">= {rules.from_version}",
+            "memory_fraction": fraction, "max_num_seqs": max_num_seqs(w, d),
+            "max_num_batched_tokens": batched_tokens(w, d), "block_size": rules.block_size,
+            "lines": lines, "sources": list(rules.sources)}
+
+
+__all__ = ["startup"]
