@@ -70,6 +70,19 @@ class EstimateRequest:
     billing: str = "hourly"
     train_tokens: float | None = None
     inter_node_gbps: float = 100.0
+    # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    steps: int | None = None
+    guidance: float | None = None
+    images: int = 1
+    te_weights: str = "auto"
+    vae_tiling: bool = False
+    vae_slicing: bool = False
+    te_cpu: bool = False
+    runtime: str = "diffusers"
+    os: str = "linux"
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -154,6 +167,12 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
 
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:
     """The `gpuwise estimate --json` object."""
+    from gpuwise.diffusion.resolve import is_diffusion_source
+
+    if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
+        from gpuwise.diffusion.service import diffusion_estimate_json
+
+        return diffusion_estimate_json(req)
     result, note = run_estimate(req)
     out = result.to_dict()
     if result.calibration is not None:
@@ -402,6 +421,12 @@ def _no_plan() -> InputError:
 def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
     """The `gpuwise model --json` object (documented in docs/json.md)."""
     from gpuwise.catalog.params import count_params
+    from gpuwise.diffusion.resolve import is_diffusion_source
+
+    if hub == "auto" and is_diffusion_source(src):  # image and video pipelines: gpuwise.diffusion
+        from gpuwise.diffusion.service import diffusion_model_json
+
+        return diffusion_model_json(src)
 
     _check_hub(hub)
     m = load_model(src, hub=hub, revision=revision)  # type: ignore[arg-type]

@@ -114,3 +114,53 @@ def autoencoder_kl(cfg: dict[str, Any], kernel_volume: int = 9) -> int:
     if cfg.get("use_post_quant_conv", True):
         quant += _lin(lat, lat)
     return enc + dec + quant
+
+
+def unet2d_flops(cfg: dict[str, Any], lat_h: int, lat_w: int, text_tokens: int) -> float:
+    """FLOPs of one UNet call on one sample: 2 x weights x cells at each level (a conv or linear
+    weight meets every latent cell of its level), plus attention: 4 x cells^2 x c per
+    self-attention and 4 x cells x text x c per cross-attention (QK^T and PV)."""
+    ch = cfg_ints(cfg, "block_out_channels")
+    per = cfg_int(cfg, "layers_per_block", 2)
+    cross = cfg_int(cfg, "cross_attention_dim", 768)
+    tl = _per_block(cfg, "transformer_layers_per_block", len(ch), 1)
+    temb = 4 * ch[0]
+    down, up = list(cfg["down_block_types"]), list(cfg["up_block_types"])
+
+    def attn(c: int, layers: int, cells: int) -> float:
+        return 2.0 * transformer2d(c, layers, cross) * cells + layers * (4.0 * cells * cells * c
+                                                                          + 4.0 * cells * text_tokens * c)
+
+    cells = [(lat_h >> i) * (lat_w >> i) for i in range(len(ch))]
+    f = 2.0 * cells[0] * (_conv(cfg_int(cfg, "in_channels", 4), ch[0]) + _conv(ch[0], cfg_int(cfg, "out_channels", 4)))
+    prev = ch[0]
+    for i, kind in enumerate(down):
+        for j in range(per):
+            f += 2.0 * resnet2d(prev if j == 0 else ch[i], ch[i], temb) * cells[i]
+            f += attn(ch[i], tl[i], cells[i]) if "CrossAttn" in kind else 0.0
+        prev = ch[i]
+    f += 2.0 * 2 * resnet2d(ch[-1], ch[-1], temb) * cells[-1] + attn(ch[-1], tl[-1], cells[-1])
+    rch, rtl, rcells = list(reversed(ch)), list(reversed(tl)), list(reversed(cells))
+    prev_out = rch[0]
+    for i, kind in enumerate(up):
+        out, inp = rch[i], rch[min(i + 1, len(ch) - 1)]
+        for j in range(per + 1):
+            f += 2.0 * resnet2d((prev_out if j == 0 else out) + (inp if j == per else out), out, temb) * rcells[i]
+            f += attn(out, rtl[i], rcells[i]) if "CrossAttn" in kind else 0.0
+        prev_out = out
+    return f
+
+
+def vae_decode_flops(channels: list[int], per: int, pixels: int, kernel_volume: int = 9) -> float:
+    """FLOPs of a KL decoder: its resnets' convolutions at each level's resolution (the widest
+    level at 1/8 of the pixels per side, doubling each level up), 2 x weights x cells."""
+    f = 0.0
+    rch = list(reversed(channels))
+    prev = rch[0]
+    for i, out in enumerate(rch):
+        cells = pixels // (4 ** (len(rch) - 1 - i))
+        f += 2.0 * cells * sum(resnet2d(prev if j == 0 else out, out, 0, kernel_volume) for j in range(per + 1))
+        if i < len(rch) - 1:
+            f += 2.0 * cells * 4 * out * out * kernel_volume  # upsample conv at the next resolution
+        prev = out
+    return f

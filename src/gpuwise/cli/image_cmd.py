@@ -1,0 +1,82 @@
+"""Rendering of diffusion (image / video) estimates and plans, and the shell words of their fixes.
+`gpuwise estimate` and `gpuwise plan` call these when the model is a diffusion pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.cli.common import fmt_gib
+from gpuwise.i18n import Lang
+
+_NAMES = {"text_encoding": ("text encoding", "文本编码"), "activations": ("denoiser activations", "去噪激活"),
+          "vae_decode": ("VAE decode", "VAE 解码"), "runtime": ("CUDA context + workspaces", "CUDA 上下文与工作区")}
+_PHASES = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"), "decode": ("VAE decode", "VAE 解码")}
+
+
+def fix_words(changes: list[dict[str, str]]) -> str:
+    """A fix as the flags that make it: `--offload model --weights fp8`."""
+    out = []
+    for ch in changes:
+        action, value = ch["action"], ch["value"]
+        if action in ("vae_tiling", "te_cpu"):
+            out.append("--" + action.replace("_", "-"))
+        elif action == "runtime":
+            out.append("--runtime comfyui --offload lowvram")
+        else:
+            out.append(f"--{action.replace('_', '-')} {value}")
+    return " ".join(out)
+
+
+def _secs(v: float) -> str:
+    return f"{v:,.1f} s" if v < 600 else f"{v / 60:,.1f} min"
+
+
+def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    zh = lang == "zh"
+    c = Console(highlight=False)
+    j, m, sp = r["job"], r["memory"], r["speed"]
+    size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
+    title = f"{r['model']['name']} · {r['card_name']} · {size} · {j['steps']} steps · {j['offload']} offload"
+    t = Table(title=escape(title) + ("（峰值阶段：" + _PHASES[m["peak_phase"]][1] + "）" if zh else
+                                      f" (peak: {_PHASES[m['peak_phase']][0]})"))
+    t.add_column("项目" if zh else "component")
+    t.add_column("显存" if zh else "memory", justify="right")
+    t.add_column("依据" if zh else "why")
+    for item in m["items"]:
+        label = _NAMES.get(item["name"], (item["name"], item["name"]))[1 if zh else 0]
+        t.add_row(escape(label), fmt_gib(item["bytes"]), escape(item["why_zh" if zh else "why"]))
+    t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]", f"[bold]{fmt_gib(m['required'])}[/]", "")
+    t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), r["os"])
+    c.print(t)
+    phases = " · ".join(f"{_PHASES[k][1 if zh else 0]} {fmt_gib(v)}" for k, v in m["phases"].items())
+    c.print(("各阶段：" if zh else "phases: ") + phases)
+    head = r["headroom_bytes"]
+    c.print((f"[bold green]{'放得下' if zh else 'FITS'}[/] — {'余量' if zh else 'headroom'} {fmt_gib(head)}") if r["fits"]
+            else (f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — {'还差' if zh else 'short by'} {fmt_gib(-head)}"))
+    per = "每个视频" if zh and r["task"] == "video" else "每张图" if zh else f"per {r['task']}"
+    c.print(f"{per} {_secs(sp['seconds_per_output'])} · " + (
+        f"每步 {sp['step_s']:,.2f} s · 文本编码 {sp['text_encoders_s']:,.2f} s · VAE 解码 {sp['vae_decode_s']:,.2f} s"
+        f" · 卸载传输 {sp['offload_transfer_s']:,.1f} s · 去噪约 {sp['achieved_tflops']:,.0f} TFLOPS" if zh else
+        f"step {sp['step_s']:,.2f} s · text encoders {sp['text_encoders_s']:,.2f} s · VAE decode "
+        f"{sp['vae_decode_s']:,.2f} s · offload transfers {sp['offload_transfer_s']:,.1f} s · denoiser at "
+        f"{sp['achieved_tflops']:,.0f} TFLOPS"))
+    cost = r.get("cost")
+    if cost and cost.get("per_output") is not None:
+        c.print(f"{cost['per_hour']:,.2f} {cost['currency']}/h · {per} {cost['per_output']:,.4f} {cost['currency']}"
+                 f" ({escape(cost['provider'])}, {cost['as_of']})")
+    if m.get("host_ram"):
+        c.print(("需要主机内存 " if zh else "host RAM needed ") + fmt_gib(m["host_ram"]))
+    if r.get("failure"):
+        c.print("[yellow]![/] " + escape(r["failure_zh" if zh else "failure"]))
+    for note in r.get("notes_zh" if zh else "notes", []) + ([r["card_note_zh" if zh else "card_note"]]
+                                                            if r.get("card_note") else []):
+        c.print("[dim]" + escape(note) + "[/]")
+    if r["fixes"]:
+        c.print("可以这样放下（按速度排序）：" if zh else "It would fit with (fastest first):")
+        for f in r["fixes"]:
+            c.print(f"  • {escape(fix_words(f['changes']))} → {fmt_gib(f['required_bytes'])}, "
+                    f"{_secs(f['seconds_per_output'])}")
