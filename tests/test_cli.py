@@ -94,3 +94,32 @@ def test_rich_markup_and_escapes_in_a_model_name_print_literally(tmp_path: Path,
     assert proc.returncode == 0, proc.stderr
     assert "[link=https://evil.example]click[/link]" in proc.stdout
     assert "\x1b]8;" not in proc.stdout and "\x1b]52" not in proc.stdout and "\x1b[2J" not in proc.stdout
+
+
+def test_the_fast_json_path_knows_exactly_the_estimate_commands_flags() -> None:
+    from gpuwise.cli.app import command
+    from gpuwise.cli.fast import flags
+
+    estimate = command().commands["estimate"]
+    typer_flags = {opt: param.name for param in estimate.params for opt in param.opts if opt.startswith("--")}
+    shown_only = {"--json", "--lang", "--explain", "--plot", "--help"}  # human output, or not an estimate input
+    assert set(flags()) == set(typer_flags) - shown_only
+    assert all(flags()[flag][0] == typer_flags[flag].removesuffix("_") for flag in flags()
+               if typer_flags[flag] not in ("prices", "cards_file", "tokens", "os_name"))
+    negatable = {opt for param in estimate.params for opt in param.opts if param.secondary_opts}
+    assert {f for f, (_, kind) in flags().items() if kind == "bool"} == negatable
+
+
+@pytest.mark.parametrize("args", [
+    ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--json"),
+    ("estimate", "--json", "qwen2.5-7b", "--card=4090", "--context", "8192", "--concurrency", "4", "--lang", "zh"),
+    ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--task", "lora", "--no-packing", "--tokens", "1e8", "--json"),
+    ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--context", "-5", "--json"),
+    ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--context", "many", "--json"),
+    ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--no-such-flag", "--json"),
+])
+def test_estimate_json_is_the_same_with_and_without_the_fast_path(args: tuple[str, ...]) -> None:
+    fast = run(*args)
+    full = run(*args, extra_env={"GPUWISE_FULL_CLI": "1"})
+    assert (fast.returncode, fast.stdout) == (full.returncode, full.stdout)
+    assert "Traceback" not in fast.stderr

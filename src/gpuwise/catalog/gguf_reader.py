@@ -8,7 +8,6 @@ infos give the exact stored bytes and element count. Only the header is read.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from gpuwise.catalog.hf_config import arch_from_config
 from gpuwise.errors import DataError, GpuwiseError
 from gpuwise.i18n import Text
 from gpuwise.textsafe import clean_text
+from gpuwise.tomlcache import load_toml
 
 _TABLE = Path(__file__).resolve().parent.parent / "data" / "gguf_types.toml"
 _SPLIT = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -38,8 +38,7 @@ _DTYPES = {"ALL_F32": "float32", "MOSTLY_F16": "float16", "MOSTLY_BF16": "bfloat
 
 
 def _load_table() -> tuple[dict[str, float], dict[str, str]]:
-    with _TABLE.open("rb") as fh:
-        doc = tomllib.load(fh)
+    doc = load_toml(_TABLE)
     bits: dict[str, float] = {}
     for row in doc["type"]:
         if not row.get("sources") or not float(row["bits_per_weight"]) > 0:

@@ -7,7 +7,6 @@ that names the key, never a traceback or a runaway allocation.
 from __future__ import annotations
 
 import functools
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from gpuwise.catalog.vision import vision_params
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
 from gpuwise.textsafe import clean_text
+from gpuwise.tomlcache import load_toml
 
 _DATA = Path(__file__).resolve().parent.parent / "data"
 # Sanity bounds: far above any real model, low enough that nothing absurd is computed.
@@ -35,8 +35,7 @@ _KIND_NAMES: dict[str, LayerKind] = {
 
 @functools.cache
 def _family_table() -> dict[str, Any]:
-    with (_DATA / "model_types.toml").open("rb") as fh:
-        return tomllib.load(fh)
+    return load_toml(_DATA / "model_types.toml")
 
 
 def family_defaults(model_type: str) -> dict[str, Any]:

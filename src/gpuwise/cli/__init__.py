@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 
 def main() -> None:
+    args = sys.argv[1:]
+    # The scripted path: no Typer, no Rich (GPUWISE_FULL_CLI=1 forces the full command, for tests).
+    if args[:1] == ["estimate"] and "--json" in args and not os.environ.get("GPUWISE_FULL_CLI"):
+        from gpuwise.cli.fast import estimate_json_fast
+
+        code = estimate_json_fast(args[1:])
+        if code is not None:
+            raise SystemExit(code)
     from gpuwise.cli.app import run
 
     run()

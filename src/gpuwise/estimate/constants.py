@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from gpuwise.tomlcache import load_toml
 from gpuwise.units import GiB
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
@@ -14,8 +14,7 @@ _PATH = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
 
 @functools.cache
 def engine_constants() -> dict[str, Any]:
-    with _PATH.open("rb") as fh:
-        return tomllib.load(fh)
+    return load_toml(_PATH)
 
 
 def runtime_overhead_bytes(gpus_talking: bool) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from gpuwise.catalog.cards import Card
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
+from gpuwise.tomlcache import load_toml
 from gpuwise.units import GB
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "efficiency.toml"
@@ -19,8 +19,7 @@ _PATH = Path(__file__).resolve().parent.parent / "data" / "efficiency.toml"
 
 @functools.cache
 def efficiency_table() -> dict[str, Any]:
-    with _PATH.open("rb") as fh:
-        return tomllib.load(fh)
+    return load_toml(_PATH)
 
 
 @dataclass(frozen=True)

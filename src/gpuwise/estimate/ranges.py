@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
+from gpuwise.tomlcache import load_toml
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "intervals.toml"
 ANY = "*"
@@ -64,8 +64,7 @@ def parse_cells(data: Mapping[str, object]) -> dict[tuple[str, str], Cell]:
 
 @functools.cache
 def fitted_cells() -> dict[tuple[str, str], Cell]:
-    with _PATH.open("rb") as fh:
-        return parse_cells(tomllib.load(fh))
+    return parse_cells(load_toml(_PATH))
 
 
 def regimes(base: str, family: str, task: str = "", framework: str = "") -> tuple[str, ...]:

@@ -1,0 +1,82 @@
+"""Parsed TOML data files, cached: a cold `gpuwise estimate` should not spend most of its time in
+tomllib re-reading the same catalog files (cards.toml alone is 2,000+ lines).
+
+A file's parsed document is kept as `marshal` bytes in the user's cache folder
+($GPUWISE_CACHE_DIR, else $XDG_CACHE_HOME/gpuwise, else ~/.cache/gpuwise), keyed by the file's
+absolute path and checked against its size and modification time, so an edited file is parsed
+again. marshal only rebuilds plain values (dict, list, str, numbers, bool, None); a document
+holding TOML dates is simply not cached. Any cache problem (unwritable folder, a truncated or
+foreign file) falls back to parsing: the cache can only make a load faster, never different.
+GPUWISE_NO_CACHE=1 turns it off.
+
+Standard library only: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cache_dir", "load_toml"]
+
+_FORMAT = 1  # bump when the layout below changes
+_TAG = f"{_FORMAT}:{sys.version_info[0]}.{sys.version_info[1]}:{marshal.version}"
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("GPUWISE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "gpuwise"
+
+
+def _entry(path: Path) -> Path:
+    return cache_dir() / f"toml-{hashlib.sha1(str(path).encode('utf-8')).hexdigest()[:20]}.marshal"
+
+
+def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`parse(path)` (default: `tomllib.load`), served from the cache when the file has not changed.
+
+    Raises what `parse` raises (for the default, TOMLDecodeError and OSError), like a plain load."""
+    source = Path(path).resolve()
+    st = source.stat()
+    stamp = (_TAG, st.st_size, st.st_mtime_ns)
+    off = os.environ.get("GPUWISE_NO_CACHE", "") not in ("", "0")
+    entry = None if off else _entry(source)
+    if entry is not None:
+        try:
+            kept = marshal.loads(entry.read_bytes())
+            if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == stamp and isinstance(kept[1], dict):
+                return kept[1]
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    doc = parse(source) if parse is not None else _plain(source)
+    if entry is not None:
+        _store(entry, stamp, doc)
+    return doc
+
+
+def _plain(path: Path) -> dict[str, Any]:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _store(entry: Path, stamp: tuple[str, int, int], doc: dict[str, Any]) -> None:
+    try:
+        blob = marshal.dumps((stamp, doc))
+    except ValueError:  # a TOML date or time: not a plain value, parse it each time
+        return
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, entry)  # atomic: a concurrent reader sees the old entry or the new one
+    except OSError:
+        return
