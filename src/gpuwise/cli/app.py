@@ -44,6 +44,7 @@ def _register() -> None:
         fleet_cmd,
         mig_cmd,
         model_cmd,
+        place_cmd,
         plan_cmd,
         serve_cmd,
         verify_cmd,
@@ -51,7 +52,7 @@ def _register() -> None:
 
     for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd, serve_cmd):
         module.register(app)
-    for extra in (fleet_cmd, mig_cmd):  # issue 13: fleet, exporter, mig, place, submit, inventory
+    for extra in (fleet_cmd, mig_cmd, place_cmd):  # issue 13: fleet, exporter, mig, place, submit, inventory
         extra.register(app)
 
 

@@ -1,0 +1,119 @@
+"""Each pipeline stage alone on one GPU: its memory and its GPU-seconds per call.
+
+generate: gpuwise's estimate at `batch` concurrent calls; one call takes ttft + output x tpot,
+so the GPU finishes batch / (ttft + output x tpot) calls a second. encode (embedders,
+rerankers): prefill only, tokens per call / prefill tokens per second. declared: the
+pipeline file's own figures (diffusion components until gpuwise estimates them).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from gpuwise.errors import DataError, InputError, unknown_name
+from gpuwise.fleet.place_input import StageSpec
+from gpuwise.i18n import Text
+from gpuwise.units import GiB
+
+__all__ = ["Kind", "StageCost", "budget_fraction", "kinds", "stage_cost"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    id: str
+    estimate: str  # generate | encode | declared
+    vllm_flags: tuple[str, ...]
+    comfyui_node: str | None
+    output_bytes_per_token: int
+
+
+@dataclass(frozen=True)
+class StageCost:
+    spec: StageSpec
+    kind: Kind
+    memory_bytes: float
+    seconds_per_call: float  # GPU-seconds one call occupies at the stage's batch
+    output_bytes: float  # handed downstream per call
+    source: str  # "estimate" or "declared"
+    hf_id: str | None  # the checkpoint the settings load
+
+    @property
+    def calls_per_s(self) -> float:
+        return 1.0 / self.seconds_per_call
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    raw = tomllib.loads(resources.files("gpuwise.data").joinpath("fleet_place.toml").read_text("utf-8"))
+    if raw.get("schema_version") != 1:
+        raise DataError(Text("data/fleet_place.toml: unknown schema_version.", "data/fleet_place.toml：schema_version 未知。"))
+    return raw
+
+
+def kinds() -> dict[str, Kind]:
+    return {r["id"]: Kind(r["id"], r["estimate"], tuple(r.get("vllm_flags", ())), r.get("comfyui_node"),
+                          int(r.get("output_bytes_per_token", 0))) for r in _table()["kind"]}
+
+
+def budget_fraction() -> float:
+    return float(_table()["gpu_budget_fraction"])
+
+
+def _declared(s: StageSpec, kind: Kind) -> StageCost:
+    if s.memory_gib is None or s.seconds_per_call is None:
+        raise InputError(Text(f"Stage '{s.name}' ({kind.id}) is not estimated by gpuwise: give memory_gib "
+                              "and seconds_per_call.",
+                              f"阶段“{s.name}”（{kind.id}）不由 gpuwise 估算：请给出 memory_gib 与 seconds_per_call。"))
+    out = float(s.output_bytes or 0)
+    return StageCost(s, kind, s.memory_gib * GiB, s.seconds_per_call, out, "declared", s.model)
+
+
+def stage_cost(s: StageSpec, card: Any) -> StageCost:
+    table = kinds()
+    if s.kind not in table:
+        raise unknown_name(Text("stage kind", "阶段类型"), s.kind, table, "gpuwise place --help")
+    kind = table[s.kind]
+    if kind.estimate == "declared":
+        return _declared(s, kind)
+    if s.model is None:
+        raise InputError(Text(f"Stage '{s.name}' needs a model.", f"阶段“{s.name}”需要 model。"))
+    from gpuwise.estimate.api import estimate
+    from gpuwise.service import EstimateRequest, build
+
+    generate = kind.estimate == "generate"
+    out_tokens = min(s.output_tokens, s.tokens - 1) if generate and s.tokens > 1 else 1
+    req = EstimateRequest(model=s.model, card=card.id, weights=s.weights, context=s.tokens,
+                          concurrency=s.batch, output_tokens=out_tokens)
+    model, w, d, _ = build(req)
+    result = estimate(model, w, d)
+    if not result.memory.fits:
+        need = result.memory.breakdown.required / GiB
+        raise InputError(Text(f"Stage '{s.name}' ({s.model}) needs {need:.1f} GiB: it does not fit one "
+                              f"{card.name} even alone.",
+                              f"阶段“{s.name}”（{s.model}）需要 {need:.1f} GiB：单独一张 {card.name} 也放不下。"),
+                         hint=Text("Lower its precision, tokens or batch, or size it with `gpuwise plan`.",
+                                   "请降低精度、tokens 或 batch，或用 `gpuwise plan` 选卡。"))
+    sp = result.speed
+    if generate:
+        per_call = float(sp.ttft_s) + out_tokens * float(sp.tpot_s)  # type: ignore[union-attr]
+        seconds = per_call / s.batch
+        out = float(s.output_bytes if s.output_bytes is not None else out_tokens * kind.output_bytes_per_token)
+    else:
+        seconds = s.tokens / float(sp.prefill_tokens_per_s)  # type: ignore[union-attr]
+        vector = model.hidden_size * 4 if kind.id == "embed" else 4  # fp32 embedding, or one fp32 score
+        out = float(s.output_bytes if s.output_bytes is not None else vector)
+    return StageCost(s, kind, result.memory.breakdown.required, seconds, out, "estimate", _checkpoint(s))
+
+
+def _checkpoint(s: StageSpec) -> str | None:
+    """What the settings load: the stage's checkpoint, else the preset's Hugging Face id."""
+    if s.checkpoint:
+        return s.checkpoint
+    from gpuwise.catalog.presets import find_preset
+
+    preset = find_preset(s.model or "")
+    return preset.hf_id if preset is not None else s.model
