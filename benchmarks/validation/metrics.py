@@ -70,4 +70,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("train_tok_s_per_gpu", "tok/s/GPU", _train_per_gpu, "train_speed", training=True),
     Metric("step_time_s", "s", _path("speed.step_time_s"), "train_speed", inverse=True, training=True),
     Metric("mfu", "fraction", _path("speed.mfu"), "train_speed", training=True),
+    # Diffusion image / video pipelines (gpuwise.diffusion): GPU peak of one generation, seconds per output.
+    Metric("image_peak", "bytes", _path("memory.required"), "image_memory", training=False),
+    Metric("image_seconds", "s", _path("speed.seconds_per_output"), "image_speed", training=False),
 )}
