@@ -344,7 +344,8 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
                       objective=req.objective, stage=req.stage, allow_offload=req.allow_offload,
                       weights=req.weights, global_batch=global_batch, replicas=req.replicas,
                       grad_ckpt_options=_ckpt_options(req) if req.grad_ckpt == "auto" else (req.grad_ckpt,))
-    offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
+    # read once per plan (with the user's files), not once per candidate
+    offers = tuple(load_prices([req.prices_file] if req.prices_file else []))
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
     return model, w, targets, opts

@@ -148,11 +148,7 @@ class ModelArch:
         return self.layer_kinds or full * self.num_layers
 
     def count_kind(self, kind: LayerKind) -> int:
-        return sum(1 for k in self.kinds if k == kind)
-
-    @property
-    def is_moe(self) -> bool:
-        return self.moe is not None
+        return self.kinds.count(kind)
 
     def is_moe_layer(self, index: int) -> bool:
         return self.moe is not None and index not in self.moe.dense_layers

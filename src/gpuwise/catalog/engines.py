@@ -186,6 +186,7 @@ def rules() -> tuple[EngineRules, ...]:
     return load_rules(SHIPPED_ENGINES)
 
 
+@functools.lru_cache(maxsize=128)  # the rules are read once; a plan asks for them per candidate
 def engine_rules(engine: str, version: str = "") -> EngineRules:
     """The rule set `engine` follows at `version` ('' = the newest one gpuwise knows)."""
     rows = sorted((r for r in rules() if r.engine == engine), key=lambda r: version_key(r.from_version) or (0, 0, 0))

@@ -7,6 +7,7 @@ Llama-3.1-8B comes to 8,030,261,248, the figure its safetensors index reports.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from gpuwise.catalog.arch import MLA, LinearAttention, ModelArch
@@ -96,6 +97,7 @@ def _attention_of_layer(m: ModelArch, kind: str) -> int:
     return _standard_attention(m)
 
 
+@functools.lru_cache(maxsize=512)  # a plan asks for the same model's counts once per candidate
 def count_params(m: ModelArch) -> ParamBreakdown:
     """Exact parameter count of `m` by component, and the count active per token."""
     h = m.hidden_size
