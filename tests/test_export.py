@@ -34,12 +34,14 @@ from tests.export_samples import (
 
 # ------------------------------------------------------------------ dispatch and errors
 
-def test_the_targets_are_the_nine_tools_in_order() -> None:
+def test_the_targets_are_the_eleven_tools_in_order() -> None:
     assert TARGETS == ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack",
-                       "k8s", "ray", "docker")
+                       "k8s", "ray", "docker", "sglang", "trtllm")
 
 
-@pytest.mark.parametrize("name,target", PAIRS)
+# TensorRT-LLM has no weight offload: it refuses offloading plans (tests/test_serving_export.py)
+@pytest.mark.parametrize("name,target", [(n, t) for n, t in PAIRS
+                                         if not (t == "trtllm" and PLANS[n]["parallelism"]["cpu_offload_gb"])])
 def test_every_applicable_target_emits_text_for_every_sample_plan(name: str, target: str) -> None:
     text = emit(PLANS[name], target)
     assert text.endswith("\n") and len(text) > 20

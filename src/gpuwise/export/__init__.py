@@ -3,7 +3,8 @@
 `emit(plan, target)` takes the planner's frozen `Plan` and returns text: the training
 framework's own form (target `framework`: `tune run`, `swift sft`, a LLaMA-Factory YAML, a
 torchtitan TOML, an Unsloth script, a Megatron line; export/framework.py), a
-`vllm serve` line, a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task
+`vllm serve` line, a `python -m sglang.launch_server` line, a `trtllm-serve` line with its YAML,
+a DeepSpeed JSON, an accelerate YAML, a `torchrun` line, a SkyPilot task
 or SkyServe service, a dstack configuration, Kubernetes manifests, a Ray driver script, or a
 `docker run` line. Presentation only: the
 sizes come from the plan, never recomputed here. Flags, keys and emitted configs stay English;
@@ -24,8 +25,10 @@ from gpuwise.export import (
     framework,
     k8s,
     ray,
+    sglang,
     skypilot,
     torchrun,
+    trtllm,
     vllm,
 )
 from gpuwise.export._plan import Plan, parse_plan
@@ -36,18 +39,19 @@ __all__ = ["INFERENCE_TARGETS", "TARGETS", "TRAINING_TARGETS", "emit", "target_k
 # The tools; `framework` (the plan's own training framework's form) is listed first for
 # training plans and accepted everywhere a target is.
 TARGETS = ("vllm", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s", "ray",
-           "docker")
-INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray", "docker")
+           "docker", "sglang", "trtllm")
+INFERENCE_TARGETS = ("vllm", "skypilot", "dstack", "k8s", "ray", "docker", "sglang", "trtllm")
 TRAINING_TARGETS = ("framework", "deepspeed", "accelerate", "torchrun", "skypilot", "dstack", "k8s",
                     "ray")
 # Other spellings users type for a target.
 _ALIASES = {"sky": "skypilot", "kubernetes": "k8s", "kube": "k8s", "ds": "deepspeed",
-            "dstack.yml": "dstack"}
+            "dstack.yml": "dstack", "tensorrt-llm": "trtllm", "trtllm-serve": "trtllm"}
 
 _EMITTERS: dict[str, Callable[[Plan], str]] = {
     "vllm": vllm.emit, "deepspeed": deepspeed.emit, "accelerate": accelerate.emit,
     "torchrun": torchrun.emit, "skypilot": skypilot.emit, "dstack": dstack.emit,
     "k8s": k8s.emit, "ray": ray.emit, "docker": docker.emit, "framework": framework.emit,
+    "sglang": sglang.emit, "trtllm": trtllm.emit,
 }
 
 

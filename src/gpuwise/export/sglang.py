@@ -1,0 +1,83 @@
+"""`python -m sglang.launch_server` command line for an inference plan.
+
+Every flag used here appears in the recorded SGLang 0.5.23 flag list
+(tests/fixtures/engines/sglang-0.5.23.launch-server.flags.txt). mem_fraction_static is left to
+SGLang: gpuwise sized the plan with SGLang's own default (data/engines.toml, rule sglang-0.5).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpuwise.export._common import not_for, shell_join, stack_note
+from gpuwise.export._plan import Plan
+from gpuwise.textsafe import comment_line
+
+__all__ = ["emit", "launch_tokens"]
+
+SERVE_PORT = 30000  # SGLang's default --port (fields/serving.py)
+# --kv-cache-dtype: gpuwise's fp8 is e4m3 (SGLang's choices: auto, fp8_e5m2, fp8_e4m3, bf16, ...)
+_KV = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+_KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
+
+
+def _check(plan: Plan) -> None:
+    if plan.training:
+        raise not_for("sglang", plan, f"it is a training plan (task '{plan.task}'); SGLang serves models.",
+                      f"这是训练计划（task “{plan.task}”），SGLang 只做推理服务。")
+    if plan.engine not in (None, "vllm", "sglang") or plan.weights.startswith("gguf"):
+        engine = plan.engine or plan.weights
+        raise not_for("sglang", plan, f"it was sized for the '{engine}' engine, whose memory use differs. "
+                      "Re-plan with --engine sglang.",
+                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine sglang 重新规划。")
+    if plan.tp * plan.pp > plan.gpus_per_node:
+        raise not_for("sglang", plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) spans nodes of "
+                      f"{plan.gpus_per_node} GPUs; gpuwise exports SGLang replicas that each fit on one node.",
+                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 {plan.gpus_per_node} 张卡的节点；"
+                      "gpuwise 只导出每个副本位于单节点的 SGLang 方案。")
+    if plan.kv_dtype not in (*_KV, *_KV_DEFAULT):
+        raise not_for("sglang", plan, f"SGLang has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
+                      f"SGLang 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
+
+
+def launch_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
+    """The command as a list of arguments. A node's replicas run as SGLang data parallel
+    (--dp-size) unless a scheduler runs each apart (`one_engine`)."""
+    _check(plan)
+    t = ["python", "-m", "sglang.launch_server", "--model-path", plan.deploy_model, "--tp-size", str(plan.tp)]
+    if plan.pp > 1:
+        t += ["--pp-size", str(plan.pp)]
+    if plan.replicas_per_node > 1 and not one_engine:
+        t += ["--dp-size", str(plan.replicas_per_node)]
+    if plan.context:
+        t += ["--context-length", str(plan.context)]
+    if plan.kv_dtype in _KV:
+        t += ["--kv-cache-dtype", _KV[plan.kv_dtype]]
+    if plan.cpu_offload_gb > 0:  # whole GB per GPU (SGLang's cpu_offload_gb is an int), rounded up
+        t += ["--cpu-offload-gb", str(math.ceil(plan.cpu_offload_gb))]
+    if plan.quantization:
+        t += ["--quantization", plan.quantization]
+    if plan.concurrency:  # per engine replica
+        t += ["--max-running-requests", str(-(-plan.concurrency // plan.replicas))]
+    if plan.max_num_batched_tokens:
+        t += ["--chunked-prefill-size", str(plan.max_num_batched_tokens)]
+    return [*t, "--host", "0.0.0.0", "--port", str(SERVE_PORT)]
+
+
+def notes(plan: Plan) -> list[str]:
+    out = [n.en for n in plan.notes]
+    build = stack_note(plan)
+    if build:
+        out.insert(0, build)
+    if plan.engine == "vllm":
+        out.insert(0, "The plan was sized with vLLM's memory rules; SGLang sizes its KV pool from "
+                   "mem_fraction_static (gpuwise estimate --engine sglang gives its figures).")
+    if plan.nodes > 1:
+        out.append(f"Run this line on each of the {plan.nodes} nodes and put a load balancer in front of "
+                   f"port {SERVE_PORT}.")
+    return out
+
+
+def emit(plan: Plan) -> str:
+    lines = [f"# {comment_line(n)}" for n in notes(plan)]
+    return "\n".join([*lines, shell_join(launch_tokens(plan))]) + "\n"

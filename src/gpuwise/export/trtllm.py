@@ -1,0 +1,103 @@
+"""`trtllm-serve` command line and its --config YAML for an inference plan.
+
+Every flag appears in tests/fixtures/engines/trtllm-serve-00209af.flags.txt and every YAML key in
+trtllm-llm-api-options.keys.txt (TensorRT-LLM's LlmArgs, which forbid unknown keys). The KV pool
+is kv_cache_config.free_gpu_memory_fraction of the memory left free after the weights and the
+profiling forward (data/engines.toml, rule trtllm-0.5); gpuwise keeps TensorRT-LLM's 0.9.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.export import _yaml
+from gpuwise.export._common import not_for, shell_join, stack_note
+from gpuwise.export._plan import Plan
+from gpuwise.textsafe import comment_line
+
+__all__ = ["CONFIG_FILE", "emit", "launch_tokens", "llm_api_options"]
+
+CONFIG_FILE = "extra-llm-api-config.yml"
+SERVE_PORT = 8000  # trtllm-serve --port default
+FREE_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default
+_KV = {"fp8": "fp8", "fp8_e4m3": "fp8"}
+_KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
+
+
+def _check(plan: Plan) -> None:
+    if plan.training:
+        raise not_for("trtllm", plan, f"it is a training plan (task '{plan.task}'); TensorRT-LLM serves models.",
+                      f"这是训练计划（task “{plan.task}”），TensorRT-LLM 只做推理服务。")
+    if plan.engine not in (None, "vllm", "trtllm") or plan.weights.startswith("gguf"):
+        engine = plan.engine or plan.weights
+        raise not_for("trtllm", plan, f"it was sized for the '{engine}' engine, whose memory use differs. "
+                      "Re-plan with --engine trtllm.",
+                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine trtllm 重新规划。")
+    if plan.tp * plan.pp > plan.gpus_per_node:
+        raise not_for("trtllm", plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) spans nodes of "
+                      f"{plan.gpus_per_node} GPUs; gpuwise exports replicas that each fit on one node.",
+                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 {plan.gpus_per_node} 张卡的节点；"
+                      "gpuwise 只导出每个副本位于单节点的方案。")
+    if plan.cpu_offload_gb > 0:
+        raise not_for("trtllm", plan, f"it keeps {plan.cpu_offload_gb:g} GiB of weights per GPU in CPU RAM; "
+                      "TensorRT-LLM has no weight offload. Re-plan with more GPUs, lower-bit weights, or "
+                      "--engine vllm.",
+                      f"它把每卡 {plan.cpu_offload_gb:g} GiB 权重放在内存中；TensorRT-LLM 不支持权重卸载。"
+                      "请增加 GPU、降低权重位数，或用 --engine vllm 重新规划。")
+    if plan.kv_dtype not in (*_KV, *_KV_DEFAULT):
+        raise not_for("trtllm", plan, f"TensorRT-LLM has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
+                      f"TensorRT-LLM 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
+
+
+def _per_engine(plan: Plan) -> int | None:
+    return -(-plan.concurrency // plan.replicas) if plan.concurrency else None
+
+
+def llm_api_options(plan: Plan) -> dict[str, Any]:
+    """The --config YAML: the KV cache and CUDA-graph settings (keys of LlmArgs)."""
+    kv: dict[str, Any] = {"free_gpu_memory_fraction": FREE_FRACTION, "enable_block_reuse": True}
+    if plan.kv_dtype in _KV:
+        kv["dtype"] = _KV[plan.kv_dtype]
+    out: dict[str, Any] = {"kv_cache_config": kv}
+    seqs = _per_engine(plan)
+    if seqs:  # decode CUDA graphs up to the batch the plan serves, padded to a captured size
+        out["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": seqs}
+    return out
+
+
+def launch_tokens(plan: Plan) -> list[str]:
+    _check(plan)
+    t = ["trtllm-serve", plan.deploy_model, "--backend", "pytorch", "--tp_size", str(plan.tp)]
+    if plan.pp > 1:
+        t += ["--pp_size", str(plan.pp)]
+    if plan.context:
+        t += ["--max_seq_len", str(plan.context)]
+    seqs = _per_engine(plan)
+    if seqs:
+        t += ["--max_batch_size", str(seqs)]
+    if plan.max_num_batched_tokens:
+        t += ["--max_num_tokens", str(plan.max_num_batched_tokens)]
+    return [*t, "--kv_cache_free_gpu_memory_fraction", str(FREE_FRACTION), "--host", "0.0.0.0",
+            "--port", str(SERVE_PORT), "--config", CONFIG_FILE]
+
+
+def notes(plan: Plan) -> list[str]:
+    out = [n.en for n in plan.notes]
+    build = stack_note(plan)
+    if build:
+        out.insert(0, build)
+    if plan.engine == "vllm":
+        out.insert(0, "The plan was sized with vLLM's memory rules; TensorRT-LLM gives its KV cache 0.9 of the "
+                   "memory left free (gpuwise estimate --engine trtllm gives its figures).")
+    if plan.replicas_per_node > 1:
+        out.append(f"Start {plan.replicas_per_node} of these per node, each on its own "
+                   f"{plan.tp * plan.pp} GPUs (CUDA_VISIBLE_DEVICES) and port.")
+    return out
+
+
+def emit(plan: Plan) -> str:
+    """A shell snippet: the YAML written with a here-document, then the serve line."""
+    lines = [f"# {comment_line(n)}" for n in notes(plan)]
+    yaml_text = _yaml.dump(llm_api_options(plan))
+    return "\n".join([*lines, f"cat > {CONFIG_FILE} <<'EOF'", yaml_text.rstrip("\n"), "EOF",
+                      shell_join(launch_tokens(plan))]) + "\n"
