@@ -228,6 +228,15 @@ class PlanRequest:
     allow_offload: bool = False
     train_tokens: float | None = None
     inter_node_gbps: float = 100.0
+    # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    steps: int | None = None
+    guidance: float | None = None
+    images: int = 1
+    max_seconds: float | None = None  # seconds per image / video, at most
+    os: str = "linux"
     top: int = 5
     hub: str = "auto"
     cards_file: str | None = None
@@ -411,6 +420,12 @@ def run_plan(req: PlanRequest) -> PlanOutcome:
 
 def plan_json(req: PlanRequest) -> dict[str, Any]:
     """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
+    from gpuwise.diffusion.resolve import is_diffusion_source
+
+    if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
+        from gpuwise.diffusion.service import diffusion_plan_json
+
+        return diffusion_plan_json(req, *_plan_cards(req))
     return run_plan(req).to_dict()
 
 
@@ -462,6 +477,14 @@ def emit_json(req: PlanRequest | None, target: str, from_file: str | None = None
     """The winning plan written in `target`'s own vocabulary: planned now, or read from a
     `gpuwise plan --save` file."""
     from gpuwise.export import emit, target_key
+
+    if req is not None and not from_file:
+        from gpuwise.diffusion.resolve import is_diffusion_source
+
+        if is_diffusion_source(req.model):  # image and video pipelines: diffusers / comfyui settings
+            from gpuwise.diffusion.service import diffusion_emit_json
+
+            return diffusion_emit_json(req, target, *_plan_cards(req))
 
     key = target_key(target)
     if from_file:

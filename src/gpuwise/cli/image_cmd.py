@@ -80,3 +80,39 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
         for f in r["fixes"]:
             c.print(f"  • {escape(fix_words(f['changes']))} → {fmt_gib(f['required_bytes'])}, "
                     f"{_secs(f['seconds_per_output'])}")
+
+
+def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    zh = lang == "zh"
+    c = Console(highlight=False)
+    j = r["job"]
+    size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
+    target = f" · ≤ {r['max_seconds']:,.1f} s" if r.get("max_seconds") else ""
+    t = Table(title=escape(f"{r['model']} · {size} · {j['steps']} steps{target} · ")
+              + ("方案排名（按" + ("成本" if r["objective"] == "cost" else "速度") + "）" if zh else
+                 f"ranked by {r['objective']}"))
+    for head in (("#", "#"), ("card", "显卡"), ("weights", "权重"), ("offload", "卸载"), ("memory", "显存"),
+                 ("per output", "每个输出"), ("cost / output", "每个输出成本")):
+        t.add_column(head[1] if zh else head[0])
+    for i, p in enumerate(r["plans"], 1):
+        cost = p.get("cost") or {}
+        per = p.get("per_output_cost")
+        t.add_row(str(i), escape(p["card_name"]), p["job"]["weights"],
+                  p["job"]["offload"] + (" + tiling" if p["job"]["vae_tiling"] else ""),
+                  f"{fmt_gib(p['memory']['required'], 1)} / {fmt_gib(p['usable_bytes'], 1)}",
+                  _secs(p["speed"]["seconds_per_output"]),
+                  f"{per:,.4f} {cost.get('currency', '')}" if per is not None else "—")
+    c.print(t)
+    for p in r["plans"][:1]:
+        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+        c.print("[bold]diffusers:[/]")
+        c.print(escape(p["exports"]["diffusers"]), markup=False)
+        c.print("[bold]ComfyUI:[/] " + escape(p["exports"]["comfyui"]), markup=True)
+    if r["rejected"]:
+        c.print("[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
+        for x in r["rejected"]:
+            c.print(f"  {escape(x['card'])}: " + escape("; ".join(x["reasons_zh" if zh else "reasons"])))

@@ -205,6 +205,14 @@ def register(app: typer.Typer) -> None:
         hub: Annotated[str, typer.Option("--hub")] = "auto",
         json_out: JsonOpt = False,
         lang: LangOpt = None,
+        width: Annotated[int | None, typer.Option("--width", help="Image/video models: width in pixels (default: the model's).")] = None,
+        height: Annotated[int | None, typer.Option("--height", help="Image/video models: height in pixels.")] = None,
+        frames: Annotated[int | None, typer.Option("--frames", help="Video models: frames (4k + 1, e.g. 81).")] = None,
+        steps: Annotated[int | None, typer.Option("--steps", help="Image/video models: sampling steps.")] = None,
+        guidance: Annotated[float | None, typer.Option("--guidance", help="Image/video models: guidance scale.")] = None,
+        images: Annotated[int, typer.Option("--images", help="Image/video models: outputs per prompt.")] = 1,
+        max_seconds: Annotated[float | None, typer.Option("--max-seconds", help="Image/video models: one output every N seconds at most.")] = None,
+        os_name: Annotated[str, typer.Option("--os", help="Image/video models: linux | windows.")] = "linux",
     ) -> None:
         """Rank card x count x precision x parallelism, with a reason for every rejection. 选型方案排名。"""
         from gpuwise.errors import InputError
@@ -225,7 +233,8 @@ def register(app: typer.Typer) -> None:
                 include_non_cuda=include_non_cuda, objective=objective, stage=stage,
                 allow_offload=allow_offload, train_tokens=tokens, inter_node_gbps=inter_node_gbps,
                 top=top, hub=hub, prices_file=prices, deploy_model=deploy_model, script=script,
-                workdir=workdir, image=image)
+                workdir=workdir, image=image, width=width, height=height, frames=frames, steps=steps,
+                guidance=guidance, images=images, max_seconds=max_seconds, os=os_name)
 
         if emit:
             run_command(json_out, lang, lambda: emit_json(None if from_file else request(), emit, from_file),
@@ -233,4 +242,13 @@ def register(app: typer.Typer) -> None:
             return
         from gpuwise.report.plot import with_plot
 
-        run_command(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save), render_plan)
+        run_command(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save), _render_any_plan)
+
+
+def _render_any_plan(r: dict[str, Any], lang: Lang) -> None:
+    if r.get("kind") == "diffusion":  # image and video pipelines
+        from gpuwise.cli.image_cmd import render_diffusion_plan
+
+        render_diffusion_plan(r, lang)
+        return
+    render_plan(r, lang)

@@ -74,3 +74,89 @@ def diffusion_model_json(src: str) -> dict[str, Any]:
         "published": [p.__dict__ for p in m.published],
         "notes": [n.en for n in m.notes], "notes_zh": [n.zh for n in m.notes],
     }
+
+
+class _PlanView:
+    """A PlanRequest seen as the job fields an ImageJob needs (plans choose offload themselves)."""
+
+    def __init__(self, req: Any) -> None:
+        self._req = req
+
+    def __getattr__(self, name: str) -> Any:
+        defaults = {"offload": "none", "te_weights": "auto", "vae_tiling": False, "vae_slicing": False,
+                    "te_cpu": False, "runtime": "diffusers", "images": 1}
+        value = getattr(self._req, name, defaults.get(name))
+        return "auto" if name == "weights" else value
+
+
+def run_diffusion_plan(req: Any, cards: list[Any], excluded: dict[str, Text]) -> tuple[Any, Any, list[Any], list[Any]]:
+    from gpuwise.catalog.prices import load_prices
+    from gpuwise.diffusion.plan import plan_diffusion
+    from gpuwise.estimate.cost import job_cost
+
+    os_name = check_os(req.os)
+    if req.objective not in ("cost", "speed"):
+        raise unknown_name(Text("--objective value", "--objective 取值"), req.objective, ("cost", "speed"),
+                           "gpuwise plan --help")
+    model = load_diffusion(req.model)
+    job = job_from(_PlanView(req), model)
+    offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
+
+    def price(card: Any, seconds: float) -> Any:
+        return job_cost(card.id, 1, provider=req.provider, billing=req.billing, run_seconds=seconds, offers=offers)
+    plans, rejected = plan_diffusion(model, job, cards, os=os_name, weights=req.weights,
+                                     allow_offload=True, max_seconds=req.max_seconds, objective=req.objective,
+                                     price=price, top=req.top, excluded=excluded)
+    return model, job, plans, rejected
+
+
+def diffusion_plan_json(req: Any, cards: list[Any], excluded: dict[str, Text]) -> dict[str, Any]:
+    """`gpuwise plan --json` for a diffusion pipeline: ranked cards, each with its settings."""
+    from gpuwise.diffusion.export import comfyui_flags, diffusers_script
+
+    model, job, plans, rejected = run_diffusion_plan(req, cards, excluded)
+    repo = req.deploy_model or _repo_of(model, req.model)
+    out_plans = []
+    for p in plans:
+        d = p.estimate.to_dict()
+        d["reasons"], d["reasons_zh"] = [r.en for r in p.reasons], [r.zh for r in p.reasons]
+        d["per_output_cost"] = p.per_output_cost
+        d["exports"] = {"diffusers": diffusers_script(model, p.estimate.job, repo),
+                        "comfyui": comfyui_flags(model, p.estimate.job)}
+        out_plans.append(d)
+    return {"schema_version": 1, "kind": "diffusion", "model": model.name, "task": model.kind,
+            "objective": req.objective, "max_seconds": req.max_seconds,
+            "job": {"width": job.width, "height": job.height, "frames": job.frames, "steps": job.steps,
+                    "guidance": job.guidance, "batch": job.batch},
+            "plans": out_plans,
+            "rejected": [{"card": r.card.id, "reasons": [r.reason.en], "reasons_zh": [r.reason.zh]} for r in rejected],
+            "evaluated": len(cards)}
+
+
+def _repo_of(model: DiffusionModel, src: str) -> str:
+    from gpuwise.diffusion.loader import PRESETS_DIR, find_diffusion_preset
+
+    preset = find_diffusion_preset(src)
+    if preset is None:
+        return src
+    import json
+
+    return str(json.loads((PRESETS_DIR / preset / "gpuwise.json").read_text(encoding="utf-8")).get("hf_id") or src)
+
+
+def diffusion_emit_json(req: Any, target: str, cards: list[Any], excluded: dict[str, Text]) -> dict[str, Any]:
+    """`gpuwise plan --emit diffusers|comfyui` for a diffusion pipeline: the top plan's settings."""
+    from gpuwise.diffusion.export import TARGETS, emit
+
+    if target not in TARGETS:
+        raise unknown_name(Text("export target for an image/video model", "图像/视频模型的导出目标"), target, TARGETS,
+                           "gpuwise plan --help")
+    model, _, plans, _ = run_diffusion_plan(req, cards, excluded)
+    if not plans:
+        from gpuwise.errors import InputError
+
+        raise InputError(Text("No plan meets the constraints, so there is nothing to export.",
+                              "没有满足条件的方案，无法导出配置。"))
+    best = plans[0].estimate
+    return {"schema_version": 1, "target": target, "card": best.card.id,
+            "config": emit(model, best.job, target, req.deploy_model or _repo_of(model, req.model))}
