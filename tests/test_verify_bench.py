@@ -50,15 +50,31 @@ def test_software_info_sees_a_cpu_only_build_here() -> None:
         assert info["torch_cuda"] is None and info["cuda_available"] is False
 
 
-def test_the_bench_child_process_prints_one_json_line_per_result() -> None:
-    spec = {"gpus": [0], "device_type": "cpu", "copy_bytes": 1 << 16, "matmul_n": 32,
-            "pcie_bytes": 1 << 16, "iters": 2, "precisions": ["bf16", "fp8"], "load_s": 0.05}
+def _child(spec: dict[str, object]) -> list[dict[str, object]]:
     out = subprocess.run([sys.executable, "-m", "gpuwise.verify.bench", json.dumps(spec)],
                          capture_output=True, text=True, timeout=120, check=True)
-    records = [json.loads(line) for line in out.stdout.splitlines()]
-    kinds = [r["kind"] for r in records]
-    assert kinds == ["mem_bw", "matmul", "matmul", "h2d", "d2h", "load"]
-    assert "result" in records[1] and "skipped" in records[2]
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_the_bench_child_process_prints_one_json_line_per_result() -> None:
+    spec = {"phase": "micro", "targets": [[3, 0]], "device_type": "cpu", "copy_bytes": 1 << 16,
+            "matmul_n": 32, "pcie_bytes": 1 << 16, "iters": 4, "precisions": ["bf16", "fp8"],
+            "memtest_fraction": 0.5}
+    records = _child(spec)
+    assert [r["kind"] for r in records] == ["memtest", "mem_bw", "matmul", "matmul", "h2d", "d2h"]
+    assert all(r["index"] == 3 for r in records)  # NVML's index, whatever CUDA calls it
+    assert records[0]["result"]["mismatches"] == 0 and records[0]["result"]["bytes_tested"] > 0
+    assert "result" in records[2] and "skipped" in records[3]
+    assert records[2]["result"]["iters"] == 4 and records[2]["result"]["spread"] >= 0
+
+
+def test_the_window_child_reports_its_rate_every_interval_then_its_length() -> None:
+    spec = {"phase": "window", "targets": [[1, 0]], "device_type": "cpu", "load_s": 2.2,
+            "matmul_n": 64, "copy_bytes": 1 << 16}
+    records = _child(spec)
+    rates = [r for r in records if r["kind"] == "rate"]
+    assert len(rates) >= 2 and all(float(str(r["flops_per_s"])) > 0 for r in rates)
+    assert records[-1]["kind"] == "load" and float(str(records[-1]["result"]["seconds"])) >= 2.2  # type: ignore[index]
 
 
 def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n() -> None:

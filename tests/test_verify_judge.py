@@ -32,8 +32,14 @@ def healthy() -> Evidence:
 def with_nvml(**overrides: Any) -> Evidence:
     """The healthy benchmarks on top of an inventory read through NVML from a changed fixture."""
     base = healthy()
-    inv = collect("inventory", nvml_lib=fake_nvml(**overrides), run_software=lambda: base.software)
-    return replace(inv, bench=base.bench, load=base.load, allreduce=base.allreduce, mode="quick")
+    inv = collect("inventory", nvml_lib=fake_nvml(**overrides), run_software=lambda: base.software,
+                  read_host=lambda plan: (base.host_info, [], {}))
+    # the NVML fixture's PciInfo has no pciDeviceId; the raw fixture records 10de:2330
+    gpus = tuple(replace(g, pci_device_id="10de:2330") if isinstance(g.pci_device_id, NotAvailable) else g
+                 for g in inv.gpus)
+    return replace(inv, gpus=gpus, bench=base.bench, load=base.load, allreduce=base.allreduce, mode="quick",
+                   cuda_devices=base.cuda_devices, bench_process=base.bench_process,
+                   load_seconds=base.load_seconds)
 
 
 def check(ev: Evidence, name: str, claim: Claim = H100) -> Any:
@@ -140,8 +146,11 @@ def test_hardware_throttling_under_load_fails_but_idle_is_ignored() -> None:
     ev = healthy()
     hot = tuple(replace(s, throttle_reasons=0x40) if s.index == 1 else s for s in ev.load)
     assert check(replace(ev, load=hot), "health.throttle").status == "fail"
-    capped = tuple(replace(s, throttle_reasons=0x4) for s in ev.load)
-    assert check(replace(ev, load=capped), "health.throttle").status == "warn"
+    capped = tuple(replace(s, throttle_reasons=0x4) for s in ev.load)  # normal at full load (H4)
+    result = check(replace(ev, load=capped), "health.throttle")
+    assert result.status == "pass" and "power cap was reached" in result.detail.en
+    held = tuple(replace(s, throttle_reasons=0x2) for s in ev.load)  # application clocks
+    assert check(replace(ev, load=held), "health.throttle").status == "warn"
 
 
 def test_temperature_at_the_slowdown_threshold_fails() -> None:
@@ -238,7 +247,8 @@ def test_a_check_that_cannot_run_says_why_and_never_silently_passes() -> None:
     ev = replace(healthy(), bench=NotAvailable("torch not installed"), load=NotAvailable("x"))
     verdict = judge(ev, H100)
     perf = [c for c in verdict.checks if c.name.startswith("performance.mem_bw")]
-    assert perf[0].status == "skipped" and "pip install" in perf[0].detail.en
+    assert perf[0].status == "incomplete" and "pip install" in perf[0].detail.en
+    assert verdict.status == "incomplete" and verdict.exit_code == 4 and not verdict.ok
 
 
 def test_the_verdict_json_has_a_schema_version_and_bilingual_details() -> None:

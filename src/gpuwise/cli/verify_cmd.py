@@ -1,7 +1,14 @@
-"""`gpuwise verify`: the acceptance test of the GPU server it runs on (or of saved evidence)."""
+"""`gpuwise verify`: the acceptance test of the GPU server it runs on (or of saved evidence).
+
+Exit codes: 0 pass (warnings allowed), 1 fail, 2 bad input (flag, contract, evidence file),
+3 no NVIDIA GPU or driver, 4 incomplete (something needed could not be seen: a benchmark
+that timed out, a hung all-reduce, missing evidence). checks.EXIT_CODES holds the mapping.
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +18,8 @@ from gpuwise.cli.common import JsonOpt, LangOpt, fail, lang_of, print_json
 from gpuwise.errors import GpuwiseError, InputError
 from gpuwise.i18n import Lang, Text
 
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim"}
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim",
+          "incomplete": "bold magenta"}
 
 
 def register(app: typer.Typer) -> None:
@@ -36,20 +44,40 @@ def verify(
         "--save", help="Write the raw measurements as JSON. 保存原始测量数据。")] = None,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write a report: report.md or report.html. 生成报告。")] = None,
+    duration: Annotated[float | None, typer.Option(
+        "--duration", help="Seconds of the sustained all-GPU load window (quick 45, full 300). "
+                           "持续负载时长（秒）。")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Benchmark GPUs that are already in use. 对已被占用的 GPU 也进行测试。")] = False,
     json_out: JsonOpt = False,
     lang_flag: LangOpt = None,
 ) -> None:
     lang = lang_of(lang_flag)
     try:
-        verdict = _run(card, gpus, contract, _mode(quick, full, inventory), from_file, save,
-                       report, lang, show_progress=not json_out)
+        options = _Options(_mode(quick, full, inventory), _duration(duration), force)
+        verdict = _run(card, gpus, contract, options, from_file, save, report, lang,
+                       show_progress=not json_out)
     except GpuwiseError as err:
         fail(err, json_out=json_out, lang=lang)
     if json_out:
         print_json(verdict.to_dict())
     else:
         _render(verdict, lang)
-    raise typer.Exit(0 if verdict.ok else 1)
+    raise typer.Exit(verdict.exit_code)
+
+
+@dataclass(frozen=True)
+class _Options:
+    mode: str
+    duration_s: float | None
+    force: bool
+
+
+def _duration(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and 5 <= value <= 86_400):
+        raise InputError(Text(f"--duration must be 5 to 86400 seconds, got {value}.",
+                              f"--duration 必须为 5 到 86400 秒，实际为 {value}。"))
+    return value
 
 
 def _mode(quick: bool, full: bool, inventory: bool) -> str:
@@ -60,12 +88,13 @@ def _mode(quick: bool, full: bool, inventory: bool) -> str:
     return "full" if full else "inventory" if inventory else "quick"
 
 
-def _run(card: str | None, gpus: int | None, contract: Path | None, mode: str,
+def _run(card: str | None, gpus: int | None, contract: Path | None, options: _Options,
          from_file: Path | None, save: Path | None, report: Path | None, lang: Lang,
          show_progress: bool) -> Any:
     from gpuwise.verify.contract import load_contract
     from gpuwise.verify.judge import Claim, claimed_card, judge
     from gpuwise.verify.raw import load_evidence, save_evidence
+    from gpuwise.verify.raw_schema import check_measurements
     from gpuwise.verify.report import write_report
 
     if gpus is not None and gpus < 1:
@@ -76,7 +105,11 @@ def _run(card: str | None, gpus: int | None, contract: Path | None, mode: str,
     if report is not None and report.suffix.lower() not in (".md", ".markdown", ".html", ".htm"):
         raise InputError(Text(f"--report must end in .md or .html, got '{report}'.",
                               f"--report 的扩展名必须是 .md 或 .html，实际为“{report}”。"))
-    evidence = load_evidence(from_file) if from_file else _collect(mode, show_progress)
+    if from_file is not None:
+        evidence = load_evidence(from_file)
+        check_measurements(evidence, str(from_file))
+    else:
+        evidence = _collect(options, show_progress)
     verdict = judge(evidence, claim)
     if save is not None:
         save_evidence(evidence, save)
@@ -85,11 +118,12 @@ def _run(card: str | None, gpus: int | None, contract: Path | None, mode: str,
     return verdict
 
 
-def _collect(mode: str, show_progress: bool) -> Any:
+def _collect(options: _Options, show_progress: bool) -> Any:
     from gpuwise.verify.collect import collect
 
+    mode, seconds, force = options.mode, options.duration_s, options.force
     if not show_progress:
-        return collect(mode)
+        return collect(mode, duration_s=seconds, force=force)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -97,7 +131,8 @@ def _collect(mode: str, show_progress: bool) -> Any:
                   console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("verify", total=1.0)
         return collect(mode, progress=lambda what, frac: bar.update(task, description=what,
-                                                                     completed=frac))
+                                                                     completed=frac),
+                       duration_s=seconds, force=force)
 
 
 def _render(verdict: Any, lang: Lang) -> None:
@@ -123,9 +158,9 @@ def _render(verdict: Any, lang: Lang) -> None:
                           fmt_value(c.expected, c.unit), c.detail.render(lang))
     console.print(table)
     counts = verdict.counts()
-    summary = Text(f"{counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, "
-                   f"{counts['skipped']} skipped.",
-                   f"{counts['fail']} 项失败，{counts['warn']} 项警告，{counts['pass']} 项通过，"
-                   f"{counts['skipped']} 项跳过。")
+    summary = Text(f"{counts['fail']} failed, {counts['incomplete']} incomplete, {counts['warn']} warnings, "
+                   f"{counts['pass']} passed, {counts['skipped']} skipped.",
+                   f"{counts['fail']} 项失败，{counts['incomplete']} 项未完成，{counts['warn']} 项警告，"
+                   f"{counts['pass']} 项通过，{counts['skipped']} 项跳过。")
     word = STATUS_WORDS[verdict.status].render(lang)
     console.print(f"[{_STYLE[verdict.status]}]{word}[/]: {summary.render(lang)}")

@@ -7,9 +7,13 @@ so the same code runs in the CPU test suite and on a GPU. Conventions:
 - matmul FLOPs are 2 n^3 per n x n x n product;
 - time comes from CUDA events on a GPU and perf_counter on the CPU, after warm-up.
 
-`python -m gpuwise.verify.bench '<json spec>'` runs the per-GPU suite in a child process
-(so a hang is killed by the parent's timeout and GPU memory is freed on exit) and prints
-one JSON line per result.
+`python -m gpuwise.verify.bench '<json spec>'` runs one phase in a child process (so a
+hang is killed by the parent's timeout and GPU memory is freed on exit) and prints one JSON
+line per result. Phases: "devices" (CUDA's device list with PCI bus ids, so the parent maps
+NVML GPUs to CUDA devices by bus, never by index), "micro" (per-GPU benchmarks, one GPU at a
+time) and "window" (one GPU, GEMM and copies for a set time, its rate once a second; the
+parent starts one child per GPU, so every GPU is loaded together).
+Each timing is a median over per-iteration CUDA events, with its spread ((p90 - p10) / median).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = [
     "fp8_supported",
     "host_device_bandwidth",
     "matmul_tflops",
+    "memtest",
     "run_suite",
     "software_info",
 ]
@@ -44,6 +49,7 @@ class BandwidthResult:
     size_bytes: int
     seconds: float
     convention: str
+    spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,15 @@ class MatmulResult:
     n: int
     rel_error: float
     tolerance: float
+    iters: int = 0
+    spread: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemTestResult:
+    bytes_tested: int
+    fraction_of_free: float
+    mismatches: int
 
 
 def _torch() -> Any:
@@ -67,23 +82,35 @@ def _sync(torch: Any, device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(torch: Any, device: Any, fn: Callable[[], Any], iters: int, warmup: int) -> float:
-    """Seconds per call of fn, after warm-up."""
+def _timed(torch: Any, device: Any, fn: Callable[[], Any], iters: int, warmup: int) -> tuple[float, float]:
+    """(median seconds per call of fn, spread), each call timed on its own after warm-up:
+    CUDA events on a GPU (no host overhead in the number), perf_counter on the CPU."""
     for _ in range(warmup):
         fn()
     _sync(torch, device)
+    times: list[float] = []
     if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iters)]
+        for start, end in events:
+            start.record()
             fn()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end)) / 1000.0 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
+            end.record()
+        events[-1][1].synchronize()
+        times = [float(a.elapsed_time(b)) / 1000.0 for a, b in events]
+    else:
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return _median_spread(times)
+
+
+def _median_spread(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    mid = ordered[len(ordered) // 2]
+    p10, p90 = ordered[int(0.1 * (len(ordered) - 1))], ordered[int(0.9 * (len(ordered) - 1))]
+    return mid, (p90 - p10) / mid if mid > 0 else 0.0
 
 
 def device_copy_bandwidth(device: str, size_bytes: int, iters: int = 20,
@@ -94,14 +121,14 @@ def device_copy_bandwidth(device: str, size_bytes: int, iters: int = 20,
     src = torch.empty(size_bytes, dtype=torch.uint8, device=dev).random_(0, 255)
     dst = torch.empty_like(src)
     try:
-        seconds = _timed(torch, dev, lambda: dst.copy_(src), iters, warmup)
+        seconds, spread = _timed(torch, dev, lambda: dst.copy_(src), iters, warmup)
         if not torch.equal(dst, src):
             raise RuntimeError("device copy produced different bytes")
     finally:
         src = dst = None
         _free(torch, dev)
     # 2x: every byte is read once and written once.
-    return BandwidthResult(2 * size_bytes / seconds, size_bytes, seconds, "read+write")
+    return BandwidthResult(2 * size_bytes / seconds, size_bytes, seconds, "read+write", spread)
 
 
 def fp8_supported(device: str) -> str | None:
@@ -151,7 +178,7 @@ def matmul_tflops(device: str, precision: str, n: int, iters: int = 10, warmup: 
     a, b = _inputs(torch, dev, n, precision, seed)
     fn = _matmul_fn(torch, precision, a, b)
     try:
-        seconds = _timed(torch, dev, fn, iters, warmup)
+        seconds, spread = _timed(torch, dev, fn, iters, warmup)
         out = fn().float()
         ref = a.float() @ b.float()
         rel = float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
@@ -159,7 +186,7 @@ def matmul_tflops(device: str, precision: str, n: int, iters: int = 10, warmup: 
         a = b = None
         _free(torch, dev)
     # 2 n^3: n^2 outputs, each n multiply-adds.
-    return MatmulResult(precision, 2 * n**3 / seconds, n, rel, TOLERANCE[precision])
+    return MatmulResult(precision, 2 * n**3 / seconds, n, rel, TOLERANCE[precision], iters, spread)
 
 
 def host_device_bandwidth(device: str, size_bytes: int, direction: str, iters: int = 10,
@@ -178,11 +205,88 @@ def host_device_bandwidth(device: str, size_bytes: int, direction: str, iters: i
     else:
         raise ValueError(f"direction must be h2d or d2h, not {direction!r}")
     try:
-        seconds = _timed(torch, dev, fn, iters, warmup)
+        seconds, spread = _timed(torch, dev, fn, iters, warmup)
     finally:
         host = gpu = None
         _free(torch, dev)
-    return BandwidthResult(size_bytes / seconds, size_bytes, seconds, "once")
+    return BandwidthResult(size_bytes / seconds, size_bytes, seconds, "once", spread)
+
+
+def memtest(device: str, fraction: float = 0.9, cpu_bytes: int = 64 * 2**20,
+            chunk_bytes: int = 2**30) -> MemTestResult:
+    """Write a position-dependent pattern over `fraction` of the free memory, in chunks, and
+    read it back: finds weak cells outside the copy buffers and memory that is not there."""
+    torch = _torch()
+    dev = torch.device(device)
+    free = int(torch.cuda.mem_get_info(dev)[0]) if dev.type == "cuda" else cpu_bytes
+    budget = int(free * fraction)
+    chunk = min(chunk_bytes, max(budget, 4)) // 4  # int32 elements per chunk
+    chunks: list[Any] = []
+    mismatches = 0
+    try:
+        while (len(chunks) + 1) * chunk * 4 <= budget:
+            base = len(chunks) * chunk
+            chunks.append(torch.arange(base, base + chunk, dtype=torch.int32, device=dev) ^ 0x5A5A5A5A)
+        for k, t in enumerate(chunks):
+            want = torch.arange(k * chunk, (k + 1) * chunk, dtype=torch.int32, device=dev) ^ 0x5A5A5A5A
+            mismatches += int((t != want).sum().item())
+            del want
+    finally:
+        tested = len(chunks) * chunk * 4
+        chunks.clear()
+        _free(torch, dev)
+    return MemTestResult(tested, tested / free if free else 0.0, mismatches)
+
+
+@dataclass(frozen=True)
+class _WindowResult:
+    seconds: float
+    intervals: int
+
+
+def window(device: str, index: int, seconds: float, n: int, copy_bytes: int,
+           interval_s: float = 1.0) -> _WindowResult:
+    """Keep one GPU busy for `seconds` with bf16 GEMMs and a device copy; print the GEMM rate
+    of every interval so the parent can tell the burst from the sustained rate."""
+    torch = _torch()
+    dev = torch.device(device)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    src = torch.empty(copy_bytes, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    t0 = time.perf_counter()
+    count = 0
+    try:
+        while (now := time.perf_counter()) - t0 < seconds:
+            start, done = now, 0
+            while time.perf_counter() - start < interval_s:
+                for _ in range(4):
+                    a @ a
+                dst.copy_(src)
+                _sync(torch, dev)
+                done += 4
+            elapsed = time.perf_counter() - start
+            count += 1
+            _emit({"kind": "rate", "index": index, "t": round(time.perf_counter() - t0, 3),
+                   "flops_per_s": 2 * n**3 * done / elapsed})  # 2 n^3 per product
+    finally:
+        a = src = dst = None
+        _free(torch, dev)
+    return _WindowResult(time.perf_counter() - t0, count)
+
+
+def cuda_devices() -> list[dict[str, Any]]:
+    """CUDA's devices (CUDA_DEVICE_ORDER as the parent set it) with their PCI bus ids."""
+    torch = _torch()
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        bus = f"{int(getattr(p, 'pci_domain_id', 0)):04x}:{int(p.pci_bus_id):02x}:{int(p.pci_device_id):02x}.0"
+        uuid = getattr(p, "uuid", None)
+        out.append({"cuda_index": i, "name": str(p.name), "pci_bus_id": bus,
+                    "sm_count": int(p.multi_processor_count), "total_memory_bytes": int(p.total_memory),
+                    "uuid": None if uuid is None else f"GPU-{uuid}"})
+    return out
 
 
 def _free(torch: Any, dev: Any) -> None:
@@ -224,10 +328,32 @@ def _attempt(kind: str, index: int, fn: Callable[[], Any], **extra: Any) -> None
         _emit({"kind": kind, "index": index, **extra, "error": f"{type(exc).__name__}: {exc}"})
 
 
+def _device(spec: dict[str, Any], cuda_index: int) -> str:
+    return f"cuda:{cuda_index}" if spec.get("device_type", "cuda") == "cuda" else "cpu"
+
+
+def _targets(spec: dict[str, Any]) -> list[tuple[int, int]]:
+    """(NVML index, CUDA index) pairs; a spec with only "gpus" means the same numbers."""
+    if "targets" in spec:
+        return [(int(a), int(b)) for a, b in spec["targets"]]
+    return [(int(i), int(i)) for i in spec["gpus"]]
+
+
 def run_suite(spec: dict[str, Any]) -> None:
-    """Run the per-GPU suite described by `spec`, one JSON line per result on stdout."""
-    for index in spec["gpus"]:
-        dev = f"{spec.get('device_type', 'cuda')}:{index}" if spec.get("device_type", "cuda") == "cuda" else "cpu"
+    """Run one phase described by `spec`, one JSON line per result on stdout."""
+    phase = spec.get("phase", "micro")
+    if phase == "devices":
+        _emit({"kind": "devices", "devices": cuda_devices()})
+        return
+    if phase == "window":
+        index, cuda_index = _targets(spec)[0]
+        _attempt("load", index, partial(window, _device(spec, cuda_index), index, spec["load_s"],
+                                        spec["matmul_n"], spec["copy_bytes"]))
+        return
+    for index, cuda_index in _targets(spec):
+        dev = _device(spec, cuda_index)
+        if spec.get("memtest_fraction", 0) > 0:
+            _attempt("memtest", index, partial(memtest, dev, spec["memtest_fraction"]))
         _attempt("mem_bw", index, partial(device_copy_bandwidth, dev, spec["copy_bytes"], spec["iters"]))
         for precision in spec["precisions"]:
             if precision == "fp8" and (reason := fp8_supported(dev)):
@@ -239,29 +365,6 @@ def run_suite(spec: dict[str, Any]) -> None:
         for direction in ("h2d", "d2h"):
             _attempt(direction, index, partial(host_device_bandwidth, dev, spec["pcie_bytes"],
                                                direction, max(3, spec["iters"] // 2)))
-        if spec.get("load_s", 0) > 0:  # keep the GPU busy so links and clocks show load
-            _attempt("load", index, partial(_burn, dev, spec["matmul_n"], spec["load_s"]))
-
-
-@dataclass(frozen=True)
-class _BurnResult:
-    seconds: float
-    matmuls: int
-
-
-def _burn(device: str, n: int, seconds: float) -> _BurnResult:
-    torch = _torch()
-    dev = torch.device(device)
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    done, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for _ in range(8):
-            a @ a
-        _sync(torch, dev)
-        done += 8
-    a = None
-    _free(torch, dev)
-    return _BurnResult(time.perf_counter() - t0, done)
 
 
 if __name__ == "__main__":

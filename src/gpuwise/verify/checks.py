@@ -12,26 +12,38 @@ from gpuwise.errors import DataError
 from gpuwise.i18n import Text
 
 __all__ = [
+    "EXIT_CODES",
     "GROUPS",
     "STATUS_ORDER",
     "CheckResult",
     "Status",
     "Thresholds",
     "group_of",
+    "incomplete",
+    "load_data",
     "load_thresholds",
     "ratio_status",
     "worst",
 ]
 
-Status = Literal["pass", "warn", "fail", "skipped"]
-STATUS_ORDER: dict[str, int] = {"pass": 0, "skipped": 1, "warn": 2, "fail": 3}
+# skipped: not applicable here (no ECC on GeForce, one GPU has no all-reduce).
+# incomplete: should have been seen and was not (a crash-free timeout, a hang, missing
+# evidence): it never counts as a pass. fail outranks it: a seen fault is a fault.
+Status = Literal["pass", "warn", "fail", "skipped", "incomplete"]
+STATUS_ORDER: dict[str, int] = {"pass": 0, "skipped": 1, "warn": 2, "incomplete": 3, "fail": 4}
+
+# `gpuwise verify` exit codes. 2 (bad input) and 3 (no GPU or driver) come from errors.py.
+EXIT_CODES: dict[str, int] = {"pass": 0, "warn": 0, "fail": 1, "incomplete": 4}
 
 # Check names start with their group; the report orders and titles groups by this.
 GROUPS: dict[str, Text] = {
     "inventory": Text("Inventory", "清单"),
     "health": Text("Health", "健康"),
     "links": Text("Links", "互联"),
+    "load": Text("Sustained load", "持续负载"),
     "performance": Text("Performance", "性能"),
+    "peers": Text("Peers (each GPU vs the node median)", "同机对比（各 GPU 对比中位数）"),
+    "host": Text("Host", "主机"),
     "software": Text("Software", "软件"),
 }
 
@@ -63,6 +75,10 @@ class CheckResult:
 
 def skipped(name: str, why: Text, unit: str = "") -> CheckResult:
     return CheckResult(name, "skipped", None, None, unit, why)
+
+
+def incomplete(name: str, why: Text, unit: str = "") -> CheckResult:
+    return CheckResult(name, "incomplete", None, None, unit, why)
 
 
 def worst(statuses: list[str]) -> Status:
@@ -103,11 +119,17 @@ class Thresholds:
         return str(value) if value is not None else None
 
 
-@lru_cache(maxsize=1)
-def load_thresholds() -> Thresholds:
-    text = resources.files("gpuwise.data").joinpath("acceptance.toml").read_text("utf-8")
+@lru_cache(maxsize=8)
+def load_data(name: str) -> dict[str, Any]:
+    """One of verify's data files (acceptance.toml, verify_*.toml), schema_version 1."""
+    text = resources.files("gpuwise.data").joinpath(name).read_text("utf-8")
     raw = tomllib.loads(text)
     if raw.get("schema_version") != 1:
-        raise DataError(Text("acceptance.toml has an unknown schema_version.",
-                             "acceptance.toml 的 schema_version 未知。"))
-    return Thresholds(raw)
+        raise DataError(Text(f"{name} has an unknown schema_version.",
+                             f"{name} 的 schema_version 未知。"))
+    return raw
+
+
+@lru_cache(maxsize=1)
+def load_thresholds() -> Thresholds:
+    return Thresholds(load_data("acceptance.toml"))

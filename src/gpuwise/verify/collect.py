@@ -1,18 +1,21 @@
-"""Gather the evidence on this machine: inventory, software, benchmarks under load.
+"""Gather the evidence on this machine: inventory, host, software, load, benchmarks.
 
-NVML first, `nvidia-smi -q -x` when NVML is unusable, NoDeviceError when neither finds
-a GPU. Benchmarks run in a child process with a deadline (gpuwise.verify.bench) while
-this process samples links, clocks-event reasons and temperatures: that is how links
-are read under load. Nothing here changes a GPU setting.
+NVML first, `nvidia-smi -q -x` when NVML is unusable, NoDeviceError when neither finds a
+GPU. Then, unless a GPU is already busy (and --force is not given):
+1. CUDA's device list, mapped to NVML GPUs by PCI bus id (never by index);
+2. the sustained window: one child per GPU, every GPU running GEMM and copies together for
+   the plan's `load_s`, sampled once a second (clocks, reasons, power, temperature, link, ECC)
+   while an NVML event set collects Xids;
+3. the per-GPU benchmarks (pattern test over most of the free memory, copies, matmuls,
+   host<->device), one GPU at a time so host copies do not share the host's bandwidth;
+4. the all-reduce sweep.
+Every child has a deadline; what did not finish is recorded as such, never dropped.
+Nothing here changes a GPU setting.
 """
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -23,17 +26,10 @@ from gpuwise.errors import NoDeviceError
 from gpuwise.i18n import Text
 from gpuwise.verify import inventory as inv
 from gpuwise.verify.nvml import NotAvailable, Nvml, NvmlUnavailable, is_na
-from gpuwise.verify.raw import (
-    SCHEMA_VERSION,
-    Evidence,
-    GpuBench,
-    LoadSample,
-    MatmulRun,
-    SoftwareInfo,
-)
+from gpuwise.verify.raw import SCHEMA_VERSION, Evidence, SoftwareInfo
 from gpuwise.verify.smi_xml import load_reading_from_xml, parse_smi_xml, parse_topo_matrix, run_smi
 
-__all__ = ["PLANS", "Plan", "collect", "no_device_error", "software"]
+__all__ = ["PLANS", "Plan", "collect", "no_device_error", "planned_seconds", "software"]
 
 Progress = Callable[[str, float], None]  # (what is happening, fraction done 0..1)
 GiB, MiB = 2**30, 2**20
@@ -41,25 +37,38 @@ GiB, MiB = 2**30, 2**20
 
 @dataclass(frozen=True)
 class Plan:
-    """How hard a run pushes: sizes, repetitions, load time and deadlines."""
+    """How hard a run pushes: sizes, repetitions, the sustained window and deadlines."""
 
     name: str
     copy_bytes: int
     matmul_n: int
     pcie_bytes: int
     iters: int
-    load_s: float
+    load_s: float  # the sustained window, every GPU loaded together
     allreduce_max_bytes: int
     allreduce_iters: int
-    bench_timeout_s: float  # per GPU, plus a fixed 60 s for start-up
+    bench_timeout_s: float  # per GPU for the per-GPU benchmarks, plus a fixed 60 s for start-up
     allreduce_timeout_s: float
+    memtest_fraction: float = 0.9  # of the free memory, written and read back
+    disk_test_bytes: int = 256 * MiB
+    startup_s: float = 60.0  # allowed for a child to import torch and start CUDA
 
 
 PLANS = {
-    # >= 1 GiB copies and 8192^3 matmuls (acceptance.md s4); NCCL >= 512 MiB (nccl-tests#212).
-    "quick": Plan("quick", 1 * GiB, 8192, 256 * MiB, 10, 3.0, 512 * MiB, 5, 60.0, 180.0),
-    "full": Plan("full", 4 * GiB, 8192, 1 * GiB, 50, 15.0, 4 * GiB, 20, 180.0, 420.0),
+    # >= 1 GiB copies (the H100's L2 is 50 MB, the H200's 60 MB: 20x larger) and 8192^3 matmuls
+    # (acceptance.md s4); NCCL >= 512 MiB (nccl-tests#212). quick: a 30 s window + ~25 s of
+    # per-GPU benchmarks + ~10 s all-reduce on 8 GPUs, about a minute in all (planned, not yet
+    # timed on a GPU); full: 5 minutes of sustained load (DCGM diagnostic runs 180 s), ~7 minutes.
+    "quick": Plan("quick", 1 * GiB, 8192, 256 * MiB, 20, 30.0, 512 * MiB, 5, 30.0, 180.0),
+    "full": Plan("full", 4 * GiB, 8192, 1 * GiB, 50, 300.0, 4 * GiB, 20, 120.0, 420.0,
+                 disk_test_bytes=1 * GiB),
 }
+
+
+def planned_seconds(plan: Plan, n: int) -> float:
+    """The planned length of a run on n GPUs (start-ups included), for docs and progress."""
+    per_gpu = 2.0 if plan.name == "quick" else 8.0  # memtest + copies + 3 matmuls + host copies
+    return 10 + plan.load_s + 10 + per_gpu * n + (10 if plan.name == "quick" else 40) * (n > 1)
 
 
 def no_device_error(why: str) -> NoDeviceError:
@@ -113,35 +122,6 @@ def _inventory_smi(why: str) -> dict[str, Any]:
             "topology": topo, "p2p": NotAvailable("needs NVML (nvidia-ml-py)")}
 
 
-class _Sampler:
-    """Polls each GPU every `period` seconds in a thread while the load runs."""
-
-    def __init__(self, read: Callable[[int], dict[str, Any]], n: int, period: float = 0.25) -> None:
-        self.read, self.n, self.period = read, n, period
-        self.readings: dict[int, list[dict[str, Any]]] = {i: [] for i in range(n)}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for i in range(self.n):
-                reading = self.read(i)
-                if reading:
-                    self.readings[i].append(reading)
-            self._stop.wait(self.period)
-
-    def __enter__(self) -> _Sampler:  # noqa: PYI034
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def result(self) -> tuple[LoadSample, ...]:
-        return tuple(inv.merge_load(i, self.readings[i]) for i in range(self.n))
-
-
 def _smi_reader(n: int) -> Callable[[int], dict[str, Any]]:
     cache: dict[str, Any] = {"t": 0.0, "els": ()}
 
@@ -156,71 +136,38 @@ def _smi_reader(n: int) -> Callable[[int], dict[str, Any]]:
     return read
 
 
-def _run_bench_child(spec: dict[str, Any], timeout_s: float, progress: Progress,
-                     total: int) -> list[dict[str, Any]]:
-    cmd = [sys.executable, "-m", "gpuwise.verify.bench", json.dumps(spec)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(timeout_s, proc.kill)
-    timer.start()
-    records: list[dict[str, Any]] = []
-    try:
-        for line in proc.stdout or ():
-            if line.startswith("{"):
-                records.append(json.loads(line))
-                progress(f"bench {records[-1]['kind']} GPU{records[-1]['index']}",
-                         0.2 + 0.6 * min(1.0, len(records) / total))
-        proc.wait()
-    finally:
-        timer.cancel()
-    if proc.returncode != 0 and not records:
-        err = (proc.stderr.read() if proc.stderr else "")[-400:]
-        records.append({"kind": "fatal", "error": f"benchmark process failed ({proc.returncode}): {err}"})
-    return records
 
 
-def _fold_bench(n: int, records: list[dict[str, Any]]) -> tuple[GpuBench, ...]:
+def _attach_xids(gpus: tuple[Any, ...], events: list[tuple[Any, Any]]) -> tuple[Any, ...]:
+    """Add Xid events to their GPUs: keys are NVML indices, or kernel-log PCI buses "0000:18:00"."""
+    from gpuwise.verify.judge_identity import bus_key
+
     out = []
-    for i in range(n):
-        mine = [r for r in records if r.get("index") == i]
-        fields: dict[str, Any] = {}
-        for kind, key in (("mem_bw", "mem_bw_bytes_per_s"), ("h2d", "h2d_bytes_per_s"),
-                          ("d2h", "d2h_bytes_per_s")):
-            rec = next((r for r in mine if r["kind"] == kind), None)
-            fields[key] = (rec["result"]["bytes_per_s"] if rec and "result" in rec
-                           else NotAvailable(rec["error"] if rec else "did not run (timeout?)"))
-        runs = tuple(MatmulRun(**r["result"]) for r in mine if r["kind"] == "matmul" and "result" in r)
-        skipped = tuple((r["precision"], r.get("skipped") or r.get("error", "?"))
-                        for r in mine if r["kind"] == "matmul" and "result" not in r)
-        out.append(GpuBench(index=i, matmul=runs, matmul_skipped=skipped, **fields))
+    for g in gpus:
+        bus = None if is_na(g.pci_bus_id) else bus_key(g.pci_bus_id).rsplit(".", 1)[0]
+        mine = [e for key, e in events if key == g.index or (isinstance(key, str) and key == bus)]
+        out.append(replace(g, xid_events=tuple(g.xid_events) + tuple(mine)) if mine else g)
     return tuple(out)
 
 
-def _benchmarks(plan: Plan, n: int, reader: Callable[[int], dict[str, Any]],
-                progress: Progress) -> tuple[Any, Any]:
-    spec = {"gpus": list(range(n)), "device_type": "cuda", "copy_bytes": plan.copy_bytes,
-            "matmul_n": plan.matmul_n, "pcie_bytes": plan.pcie_bytes, "iters": plan.iters,
-            "precisions": ["bf16", "fp16", "fp8"], "load_s": plan.load_s}
-    with _Sampler(reader, n) as sampler:
-        records = _run_bench_child(spec, 60.0 + plan.bench_timeout_s * n, progress, total=7 * n)
-    fatal = next((r for r in records if r["kind"] == "fatal"), None)
-    if fatal and len(records) == 1:
-        return NotAvailable(fatal["error"]), sampler.result()
-    return _fold_bench(n, records), sampler.result()
+def _read_host(plan: Plan | None) -> tuple[Any, list[tuple[Any, Any]], Any]:
+    from gpuwise.verify.host import read_host, read_raw_outputs
 
-
-def _allreduce(plan: Plan, n: int) -> Any:
-    from gpuwise.verify.nccl import allreduce_sweep, sweep_sizes
-
-    try:
-        return allreduce_sweep(n, sweep_sizes(plan.allreduce_max_bytes, step=8),
-                               iters=plan.allreduce_iters, timeout_s=plan.allreduce_timeout_s)
-    except (RuntimeError, TimeoutError, OSError) as exc:
-        return NotAvailable(str(exc))
+    info, xids = read_host(disk_test_bytes=plan.disk_test_bytes if plan else 0)
+    return info, list(xids), read_raw_outputs()
 
 
 def collect(mode: str = "quick", *, nvml_lib: Any | None = None, progress: Progress | None = None,
-            run_software: Callable[[], SoftwareInfo] = software) -> Evidence:
-    """Collect evidence here. mode: "quick", "full" or "inventory" (no benchmarks)."""
+            run_software: Callable[[], SoftwareInfo] = software, duration_s: float | None = None,
+            force: bool = False, device_type: str = "cuda", plan: Plan | None = None,
+            read_host: Callable[[Plan | None], tuple[Any, list[Any], Any]] = _read_host) -> Evidence:
+    """Collect evidence here. mode: "quick", "full" or "inventory" (no load, no benchmarks).
+    `duration_s` replaces the plan's sustained window; `force` benchmarks busy GPUs too;
+    `device_type="cpu"` runs the same children on the CPU with `plan`'s small sizes (the test
+    suite's path)."""
+    from gpuwise.verify.checks import load_thresholds
+    from gpuwise.verify.phases import busy_gpus, run_loaded
+
     say = progress or (lambda what, frac: None)
     say("inventory", 0.0)
     nv: Nvml | None = None
@@ -229,25 +176,51 @@ def collect(mode: str = "quick", *, nvml_lib: Any | None = None, progress: Progr
         base = _inventory_nvml(nv)
     except NvmlUnavailable as exc:
         base = _inventory_smi(str(exc))
+    plan = None if mode == "inventory" else plan or PLANS.get(mode)
     try:
-        say("software", 0.1)
+        say("host and software", 0.05)
+        host, kernel_xids, raw_outputs = read_host(plan)
         sw = run_software()
+        base["gpus"] = _attach_xids(base["gpus"], kernel_xids)
         n = len(base["gpus"])
         ev = Evidence(schema_version=SCHEMA_VERSION,
                       collected_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                      host=socket.gethostname(), mode=mode, software=sw, **base)
-        if mode == "inventory":
+                      host=socket.gethostname(), mode=mode, software=sw, host_info=host,
+                      raw_outputs=raw_outputs, **base)
+        if plan is None:
             return ev
-        if not sw.cuda_available or is_na(sw.cuda_available):
+        seconds = plan.load_s if duration_s is None else duration_s
+        ev = replace(ev, load_seconds=seconds)
+        if device_type == "cuda" and (not sw.cuda_available or is_na(sw.cuda_available)):
             why = sw.torch_version.reason if is_na(sw.torch_version) else "torch cannot use CUDA"
-            return replace(ev, bench=NotAvailable(why), load=NotAvailable(why),
-                           allreduce=NotAvailable(why))
+            return replace(ev, bench=NotAvailable(why), load=NotAvailable(why), allreduce=NotAvailable(why))
+        busy = busy_gpus(ev.gpus, float(load_thresholds().get("tenancy", "used_fail_gib")) * GiB)
+        if busy and not force:
+            why = "GPU busy, not benchmarked without --force: " + "; ".join(busy)
+            return replace(ev, bench=NotAvailable(why), load=NotAvailable(why), allreduce=NotAvailable(why))
+        from gpuwise.verify.events import XidWatcher
+
+        watcher = XidWatcher(nv, n).start() if nv is not None else None
         reader = (lambda i: inv.read_load_sample(nv, i)) if nv else _smi_reader(n)
-        bench, load = _benchmarks(PLANS[mode], n, reader, say)
+        loaded = run_loaded(plan, ev.gpus, reader, say, device_type=device_type, load_s=seconds)
         say("all-reduce", 0.85)
-        ar: Any = _allreduce(PLANS[mode], n) if n > 1 else NotAvailable("one GPU")
+        ar: Any = _allreduce(plan, n, device_type) if n > 1 else NotAvailable("one GPU")
+        during = watcher.stop() if watcher is not None else []
         say("done", 1.0)
-        return replace(ev, bench=bench, load=load, allreduce=ar)
+        return replace(ev, gpus=_attach_xids(ev.gpus, list(during)), bench=loaded.bench, load=loaded.load,
+                       allreduce=ar, cuda_devices=loaded.cuda_devices, bench_process=loaded.outcome)
     finally:
         if nv is not None:
             nv.close()
+
+
+def _allreduce(plan: Plan, n: int, device_type: str = "cuda") -> Any:
+    from gpuwise.verify.nccl import allreduce_sweep, sweep_sizes
+
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    sizes = sweep_sizes(plan.allreduce_max_bytes, step=8) if device_type == "cuda" else [1 << 16]
+    try:
+        return allreduce_sweep(n, sizes, backend=backend, device_type=device_type,
+                               iters=plan.allreduce_iters, timeout_s=plan.allreduce_timeout_s)
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        return NotAvailable(str(exc))

@@ -10,7 +10,8 @@ import os
 from typing import Any
 
 from gpuwise.verify.nvml import NotAvailable, Nvml, is_na
-from gpuwise.verify.raw import GpuSnapshot, LoadSample, ProcessInfo, pci_id
+from gpuwise.verify.raw import GpuSnapshot, ProcessInfo, pci_id
+from gpuwise.verify.window import IDLE_BIT, merge_load
 
 __all__ = [
     "cuda_version_str",
@@ -22,7 +23,7 @@ __all__ = [
     "read_topology",
 ]
 
-IDLE_BIT = 0x1  # nvmlClocksEventReasonGpuIdle (nvml.h): excluded from throttle verdicts
+_ = (IDLE_BIT, merge_load)  # re-exported: the load readings are folded in window.py
 
 
 def cuda_version_str(value: Any) -> Any:
@@ -157,6 +158,89 @@ def _pci_device_id(nv: Nvml, h: Any) -> Any:
     return pci_id(combined)
 
 
+_COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+_VIRT_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
+_FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+def _word(table: dict[int, str], value: Any) -> Any:
+    return value if is_na(value) else table.get(int(value), f"unknown ({value})")
+
+
+def _nvlink_errors(nv: Nvml, h: Any) -> dict[str, Any]:
+    """CRC (flit + data), replay and recovery counters summed over the links that are up
+    (nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3)."""
+    sums = {"nvlink_replay_errors": 0, "nvlink_recovery_errors": 0, "nvlink_crc_errors": 0}
+    read = False
+    for link in range(int(nv.const("NVML_NVLINK_MAX_LINKS", 18))):
+        state = nv.query("nvmlDeviceGetNvLinkState", h, link)
+        if is_na(state) or not state:
+            continue
+        for counter, key in ((0, "nvlink_replay_errors"), (1, "nvlink_recovery_errors"),
+                             (2, "nvlink_crc_errors"), (3, "nvlink_crc_errors")):
+            value = nv.query("nvmlDeviceGetNvLinkErrorCounter", h, link, counter)
+            if not is_na(value):
+                sums[key] += int(value)
+                read = True
+    if not read:
+        na = NotAvailable("NVLink error counters not reported")
+        return {k: na for k in sums}
+    return dict(sums)
+
+
+def _sram_dram(nv: Nvml, h: Any) -> dict[str, Any]:
+    """Uncorrectable ECC by location (nvmlMemoryLocation_t: DRAM 2, SRAM 7)."""
+    unc = nv.const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    vol, agg = nv.const("NVML_VOLATILE_ECC", 0), nv.const("NVML_AGGREGATE_ECC", 1)
+    sram, dram = nv.const("NVML_MEMORY_LOCATION_SRAM", 7), nv.const("NVML_MEMORY_LOCATION_DRAM", 2)
+    return {
+        "ecc_sram_uncorrected_volatile": nv.query("nvmlDeviceGetMemoryErrorCounter", h, unc, vol, sram),
+        "ecc_sram_uncorrected_aggregate": nv.query("nvmlDeviceGetMemoryErrorCounter", h, unc, agg, sram),
+        "ecc_dram_uncorrected_aggregate": nv.query("nvmlDeviceGetMemoryErrorCounter", h, unc, agg, dram),
+    }
+
+
+def _fabric(nv: Nvml, h: Any) -> dict[str, Any]:
+    info = nv.query("nvmlDeviceGetGpuFabricInfo", h)
+    if is_na(info):
+        return {"fabric_state": info, "fabric_status": info}
+    return {"fabric_state": _word(_FABRIC_STATES, getattr(info, "state", 0)),
+            "fabric_status": int(getattr(info, "status", 0))}
+
+
+def _bus_id(nv: Nvml, h: Any) -> Any:
+    pci = nv.query("nvmlDeviceGetPciInfo", h)
+    return pci if is_na(pci) else (_decode_bus(pci) or NotAvailable("NVML PciInfo has no busId"))
+
+
+def _numa_node(nv: Nvml, h: Any, bus: Any) -> Any:
+    node = nv.query("nvmlDeviceGetNumaNodeId", h)
+    if not is_na(node) or is_na(bus):
+        return node
+    try:  # sysfs names the device by its 4-digit domain: 0000:18:00.0
+        domain, rest = str(bus).lower().split(":", 1)
+        with open(f"/sys/bus/pci/devices/{int(domain, 16):04x}:{rest}/numa_node", encoding="ascii") as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return node
+
+
+def _extra(nv: Nvml, h: Any, mem: Any) -> dict[str, Any]:
+    """The error sources, tenancy and placement fields (raw.py schema history)."""
+    rows = nv.query("nvmlDeviceGetRemappedRows", h)
+    bus = _bus_id(nv, h)
+    return {
+        "pci_bus_id": bus, "numa_node": _numa_node(nv, h, bus),
+        "memory_used_bytes": mem if is_na(mem) else int(mem.used),
+        "compute_mode": _word(_COMPUTE_MODES, nv.query("nvmlDeviceGetComputeMode", h)),
+        "virtualization_mode": _word(_VIRT_MODES, nv.query("nvmlDeviceGetVirtualizationMode", h)),
+        "pcie_replay_count": nv.query("nvmlDeviceGetPcieReplayCounter", h),
+        "remapped_rows_correctable": rows if is_na(rows) else int(rows[0]),
+        "sm_clock_max_mhz": nv.query("nvmlDeviceGetMaxClockInfo", h, nv.const("NVML_CLOCK_SM", 1)),
+        **_nvlink_errors(nv, h), **_sram_dram(nv, h), **_fabric(nv, h),
+    }
+
+
 def _throttle(nv: Nvml, h: Any) -> Any:
     value = nv.query("nvmlDeviceGetCurrentClocksEventReasons", h)
     if is_na(value):  # drivers before the 535 rename
@@ -190,7 +274,7 @@ def read_gpu(nv: Nvml, index: int) -> GpuSnapshot:
         temperature_c=_temperature(nv, h),
         temperature_slowdown_c=nv.query("nvmlDeviceGetTemperatureThreshold", h, slow),
         throttle_reasons_idle=_throttle(nv, h),
-        **_nvlink(nv, h), processes=_processes(nv, h),
+        **_nvlink(nv, h), processes=_processes(nv, h), **_extra(nv, h, mem),
     )
 
 
@@ -270,32 +354,7 @@ def read_load_sample(nv: Nvml, index: int) -> dict[str, Any]:
         "throttle": _throttle(nv, h),
         "temperature": _temperature(nv, h),
         "power_w": _mw_to_w(nv.query("nvmlDeviceGetPowerUsage", h)),
+        "sm_mhz": nv.query("nvmlDeviceGetClockInfo", h, nv.const("NVML_CLOCK_SM", 1)),
+        "ecc_unc": nv.query("nvmlDeviceGetTotalEccErrors", h, nv.const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                            nv.const("NVML_VOLATILE_ECC", 0)),
     }
-
-
-def _max(values: list[Any]) -> Any:
-    good = [v for v in values if not is_na(v)]
-    if good:
-        return max(good)
-    return values[0] if values else NotAvailable("no sample taken under load")
-
-
-def merge_load(index: int, readings: list[dict[str, Any]]) -> LoadSample:
-    """Fold the readings: max of link and temperature, OR of non-idle throttle bits."""
-    busy = [r for r in readings
-            if not is_na(r.get("throttle", 0)) and not int(r.get("throttle", 0)) & IDLE_BIT]
-    use = busy or readings
-    bits: Any = NotAvailable("no reading of clocks-event reasons under load")
-    vals = [r["throttle"] for r in busy if "throttle" in r]
-    if vals:
-        bits = 0
-        for v in vals:
-            bits |= int(v)
-    return LoadSample(
-        index=index, samples=len(busy),
-        pcie_gen=_max([r.get("pcie_gen", NotAvailable("not sampled")) for r in use]),
-        pcie_width=_max([r.get("pcie_width", NotAvailable("not sampled")) for r in use]),
-        throttle_reasons=bits,
-        temperature_max_c=_max([r.get("temperature", NotAvailable("not sampled")) for r in use]),
-        power_max_w=_max([r.get("power_w", NotAvailable("not sampled")) for r in use]),
-    )

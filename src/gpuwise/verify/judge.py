@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.verify.checks import (
+    EXIT_CODES,
     STATUS_ORDER,
     CheckResult,
     Status,
@@ -82,6 +83,12 @@ class Context:
     def term(self, key: str) -> Any:
         return getattr(self.contract, key) if self.contract is not None else None
 
+    @property
+    def benchmarked(self) -> bool:
+        """The run was asked to load the GPUs (quick/full): a missing measurement is then
+        'incomplete', never 'skipped'. An --inventory run asked for none."""
+        return self.ev.mode in ("quick", "full")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -93,7 +100,12 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.status != "fail"
+        """Passed, perhaps with warnings: everything needed was seen and nothing failed."""
+        return self.status in ("pass", "warn")
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUS_ORDER}
@@ -105,7 +117,7 @@ class Verdict:
         ev = self.evidence
         return {
             "schema_version": VERDICT_SCHEMA_VERSION, "kind": "gpuwise.verify",
-            "status": self.status, "counts": self.counts(),
+            "status": self.status, "exit_code": self.exit_code, "counts": self.counts(),
             "card": self.card_id, "card_claimed": self.card_claimed,
             "host": ev.host, "collected_at": ev.collected_at, "source": ev.source, "mode": ev.mode,
             "gpus": [{"index": g.index, "name": g.name} for g in ev.gpus],
@@ -139,12 +151,14 @@ def _context(ev: Evidence, claim: Claim) -> Context:
 
 
 def judge(ev: Evidence, claim: Claim | None = None) -> Verdict:
-    """Run every check on the evidence; the verdict fails when any check fails."""
-    from gpuwise.verify import judge_hw, judge_perf
+    """Run every check on the evidence. The verdict fails when any check fails, else is
+    incomplete when any check could not see what it needed, else warns or passes."""
+    from gpuwise.verify import judge_errors, judge_hw, judge_identity, judge_load, judge_perf
 
     cx = _context(ev, claim or Claim())
     checks: list[CheckResult] = []
-    for fn in (*judge_hw.CHECKS, *judge_perf.CHECKS):
+    for fn in (*judge_hw.CHECKS, *judge_identity.CHECKS, *judge_errors.CHECKS, *judge_load.CHECKS,
+               *judge_perf.CHECKS):
         checks.append(fn(cx))
     return Verdict(status=worst([c.status for c in checks]), checks=tuple(checks),
                    card_id=getattr(cx.card, "id", None), card_claimed=cx.card_claimed,

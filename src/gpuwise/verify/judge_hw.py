@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuwise.i18n import Text
 from gpuwise.units import GB, GiB
-from gpuwise.verify.checks import CheckResult, Status, skipped
+from gpuwise.verify.checks import CheckResult, Status, incomplete, skipped
 from gpuwise.verify.judge import Context, find_card, gpu_list, version_tuple
 from gpuwise.verify.judge_health import (
     check_ecc_errors,
@@ -32,6 +32,21 @@ def _known(pairs: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
 
 def check_count(cx: Context) -> CheckResult:
     n, want = cx.n, cx.count
+    if n == 0:
+        if want:
+            return CheckResult("inventory.count", "fail", 0, want, "GPUs", Text(
+                f"No GPU at all in the evidence, {want} claimed.", f"证据中没有任何 GPU，声明为 {want} 块。"))
+        return incomplete("inventory.count", Text(
+            "The evidence lists no GPU: there is nothing to accept. Collect it again on the server "
+            "with `gpuwise verify --save raw.json`.",
+            "证据中没有任何 GPU：无可验收。请在服务器上用 `gpuwise verify --save raw.json` 重新采集。"), "GPUs")
+    board = str(getattr(cx.card, "interconnect", "")) == "nvlink"
+    if want is None and board and n not in (1, 2, 4, 8):
+        return CheckResult("inventory.count", "warn", n, "1, 2, 4 or 8", "GPUs", Text(
+            f"{n} GPUs of an SXM/HGX board, which comes with 4 or 8 (VM slices 1 or 2): one may have "
+            "fallen off the bus (Xid 79). Claim the count with --gpus to make it a term.",
+            f"{n} 块 SXM/HGX 板卡 GPU，而整板为 4 或 8 块（虚拟机切片为 1 或 2）：可能有卡掉线（Xid 79）。"
+            "用 --gpus 声明数量即可作为验收条款。"))
     if want is None:
         return CheckResult("inventory.count", "pass", n, None, "GPUs", Text(
             f"{n} GPU(s) found; no count claimed (use --gpus or a contract).",
@@ -51,6 +66,8 @@ def check_count(cx: Context) -> CheckResult:
 
 def check_model(cx: Context) -> CheckResult:
     names = sorted({g.name for g in cx.ev.gpus})
+    if not names:
+        return incomplete("inventory.model", Text("No GPU to identify.", "没有可识别的 GPU。"))
     if cx.card is None:
         return CheckResult("inventory.model", "warn", " / ".join(names), None, "", Text(
             f"'{names[0] if names else '?'}' is not in the card catalog: checks against the "
@@ -75,7 +92,15 @@ def check_memory(cx: Context) -> CheckResult:
     if not known:
         return skipped("inventory.memory", Text("No GPU reported its memory size.", "没有 GPU 报告显存容量。"))
     low_i, low = min(known, key=lambda p: p[1])
+    high_i, high = max(known, key=lambda p: p[1])
     tol = float(cx.th.get("memory", "tolerance"))
+    cuda_gib = getattr(cx.card, "memory_cuda_gib", None)
+    if cuda_gib and high > cuda_gib * GiB * (1 + tol):
+        return CheckResult("inventory.memory", "fail", round(high / GiB, 1), f"~{cuda_gib:g}", "GiB", Text(
+            f"GPU{high_i} reports {high / GiB:.1f} GiB, more than any {getattr(cx.card, 'id', '?')} has ({cuda_gib:g} GiB): "
+            "a modified board (memory chips swapped, VBIOS reflashed) or another card under this name.",
+            f"GPU{high_i} 报告 {high / GiB:.1f} GiB，超过 {getattr(cx.card, 'id', '?')} 的 {cuda_gib:g} GiB："
+            "可能是改装卡（更换显存颗粒、刷写 VBIOS）或冒名的其他显卡。"))
     want_gb = cx.term("memory_gb")
     if want_gb is not None:
         floor = want_gb * GB * (1 - tol)

@@ -5,13 +5,22 @@ Bandwidths are bytes/s inside and GB/s (1e9) in the report; matmul is TFLOPS (1e
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
 from gpuwise.units import GB, TERA
-from gpuwise.verify.checks import CheckResult, Status, Thresholds, ratio_status, skipped
+from gpuwise.verify.checks import (
+    CheckResult,
+    Status,
+    Thresholds,
+    incomplete,
+    ratio_status,
+    skipped,
+)
 from gpuwise.verify.judge import Context, gpu_list, version_tuple
 from gpuwise.verify.nvml import is_na
 
@@ -23,12 +32,81 @@ _NO_BENCH = Text("Benchmarks were not run (inventory only, or torch missing): "
                  "`gpuwise verify --quick`。")
 
 
+# Files saved before `GpuBench.errors` folded a raised benchmark into its slot as
+# "ExceptionType: message"; such a reason is a crash, any other is a result that never came.
+_CRASH = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b")
+_NOT_RUN = Text("No result: the benchmark did not finish on this GPU (deadline, or the "
+                "benchmark process died).", "没有结果：该 GPU 上的测试未完成（超时或测试进程退出）。")
+
+
 def _slowest(i: int) -> Text:
     return Text(f"slowest GPU{i}", f"最慢的 GPU{i}")
 
 
 def _bench(cx: Context) -> list[Any]:
     return [] if is_na(cx.ev.bench) else list(cx.ev.bench)
+
+
+def not_measured(cx: Context, name: str, unit: str) -> CheckResult:
+    """No benchmark evidence at all: incomplete when the run was asked to benchmark."""
+    bench = cx.ev.bench
+    if not cx.benchmarked:
+        return skipped(name, Text(f"Not measured: an {cx.ev.mode} run loads no GPU.",
+                                  f"未测量：{cx.ev.mode} 模式不加负载。"), unit)
+    why = bench.reason if is_na(bench) else "no GPU has a result"
+    return incomplete(name, Text(f"Not measured ({why}): the verdict cannot pass without it. ",
+                                 f"未测量（{why}）：缺少它结论不能为通过。") + _NO_BENCH, unit)
+
+
+def _errors(b: Any, kind: str, precision: str | None = None) -> list[str]:
+    return [e.message for e in b.errors if e.kind == kind and (precision is None or e.precision == precision)]
+
+
+def gather(cx: Context, kind: str, get: Callable[[Any], Any]
+           ) -> tuple[list[tuple[int, Any]], list[tuple[int, str]], list[tuple[int, str]]]:
+    """(values, missing, crashed) per GPU that NVML lists, for one benchmark slot."""
+    by_index = {b.index: b for b in _bench(cx)}
+    values, missing, crashed = [], [], []
+    for g in cx.ev.gpus:
+        b = by_index.get(g.index)
+        if b is None:
+            missing.append((g.index, "no result"))
+            continue
+        errs = _errors(b, kind)
+        v = get(b)
+        if errs:
+            crashed.append((g.index, errs[0]))
+        elif is_na(v):
+            (crashed if _CRASH.match(v.reason) else missing).append((g.index, v.reason))
+        elif isinstance(v, (int, float)) and not _real(v):
+            missing.append((g.index, f"{v!r} is not a finite number >= 0"))
+        else:
+            values.append((g.index, v))
+    return values, missing, crashed
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def finish(result: CheckResult, what: Text, missing: list[tuple[int, str]],
+           crashed: list[tuple[int, str]]) -> CheckResult:
+    """A crash on any GPU fails; else a failure stands; else a missing GPU makes it incomplete."""
+    if crashed:
+        i, msg = crashed[0]
+        return CheckResult(result.name, "fail", "crashed", result.expected, result.unit, Text(
+            f"The {what.en} benchmark crashed on {gpu_list([c[0] for c in crashed])} (GPU{i}: "
+            f"{msg[:160]}): a GPU that cannot finish a benchmark is faulty. Ask the provider to "
+            "check or replace it (look for Xid errors in `dmesg`).",
+            f"{what.zh}测试在 {gpu_list([c[0] for c in crashed])} 上崩溃（GPU{i}：{msg[:160]}）："
+            "无法完成测试的 GPU 有故障。请服务商检查或更换（在 `dmesg` 中查 Xid）。"))
+    if result.status == "fail" or not missing:
+        return result
+    i, why = missing[0]
+    return CheckResult(result.name, "incomplete", result.measured, result.expected, result.unit,
+                       Text(f"{what.en}: no result for {gpu_list([m[0] for m in missing])} "
+                            f"(GPU{i}: {why}). ", f"{what.zh}：{gpu_list([m[0] for m in missing])} "
+                            f"没有结果（GPU{i}：{why}）。") + _NOT_RUN + Text(" ", " ") + result.detail)
 
 
 def _judge_ratio(name: str, who: Text, value: float, ref: float | None, floor: float | None,
@@ -55,15 +133,18 @@ def _judge_ratio(name: str, who: Text, value: float, ref: float | None, floor: f
 
 
 def check_mem_bw(cx: Context) -> CheckResult:
-    rows = [(b.index, b.mem_bw_bytes_per_s) for b in _bench(cx) if not is_na(b.mem_bw_bytes_per_s)]
+    name, what = "performance.mem_bw", Text("device copy", "显存拷贝")
+    rows, missing, crashed = gather(cx, "mem_bw", lambda b: b.mem_bw_bytes_per_s)
     if not rows:
-        return skipped("performance.mem_bw", _NO_BENCH, "GB/s")
+        base = not_measured(cx, name, "GB/s")
+        return finish(base, what, [], crashed) if crashed else base
     i, v = min(rows, key=lambda r: r[1])
     ref = getattr(cx.card, "mem_bw_gbps", None)
-    return _judge_ratio("performance.mem_bw", _slowest(i), v, ref * GB if ref else None,
-                        cx.term("min_mem_bw_gbps"), cx.th.get("mem_bw", "pass_ratio"),
-                        cx.th.get("mem_bw", "fail_ratio"), GB, "GB/s",
-                        Text("Device copy, read+write counted", "显存拷贝（读+写计数）"))
+    result = _judge_ratio(name, _slowest(i), v, ref * GB if ref else None,
+                          cx.term("min_mem_bw_gbps"), cx.th.get("mem_bw", "pass_ratio"),
+                          cx.th.get("mem_bw", "fail_ratio"), GB, "GB/s",
+                          Text("Device copy, read+write counted", "显存拷贝（读+写计数）"))
+    return finish(result, what, missing, crashed)
 
 
 def _dense_ref(card: Any, precision: str) -> float | None:
@@ -80,33 +161,66 @@ def _matmul_check(precision: str) -> Callable[[Context], CheckResult]:
     name = f"performance.matmul_{precision}"
 
     def check(cx: Context) -> CheckResult:
-        runs = [(b.index, r) for b in _bench(cx) for r in b.matmul if r.precision == precision]
+        runs, missing, crashed, unsupported = _matmul_runs(cx, precision)
+        what = Text(f"{precision} matmul", f"{precision} 矩阵乘")
         if not runs:
-            why = next((Text(f"{precision}: {reason}", f"{precision}：{reason}")
-                        for b in _bench(cx) for p, reason in b.matmul_skipped if p == precision), None)
-            return skipped(name, why or _NO_BENCH, "TFLOPS")
-        wrong = [(i, r) for i, r in runs if r.rel_error > r.tolerance]
-        if wrong:
-            i, r = wrong[0]
-            return CheckResult(name, "fail", f"err {r.rel_error:.2g}", f"<= {r.tolerance:g}", "", Text(
-                f"{precision} matmul gave WRONG results on {gpu_list([w[0] for w in wrong])} "
-                f"(relative error {r.rel_error:.2g} vs fp32 reference): a faulty GPU. Stop using it.",
-                f"{gpu_list([w[0] for w in wrong])} 的 {precision} 矩阵乘结果错误（相对误差 "
-                f"{r.rel_error:.2g}，对照 fp32 参考）：GPU 有故障，请停止使用。"))
-        i, r = min(runs, key=lambda p: p[1].flops_per_s)
-        result = _judge_ratio(name, _slowest(i), r.flops_per_s, _dense_ref(cx.card, precision),
-                              cx.term(f"min_{precision}_tflops"), cx.th.get("matmul", "pass_ratio"),
-                              cx.th.get("matmul", "fail_ratio"), TERA, "TFLOPS",
-                              Text(f"{precision} dense matmul n={r.n}", f"{precision} 稠密矩阵乘 n={r.n}"))
-        best = max(run.flops_per_s for _, run in runs)
-        spread = 1 - r.flops_per_s / best
-        if result.status == "pass" and spread > float(cx.th.get("matmul", "spread_warn")):
-            return CheckResult(name, "warn", result.measured, result.expected, result.unit,
-                               result.detail + Text(f" GPU{i} is {spread:.0%} slower than the best GPU.",
-                                                    f" GPU{i} 比最快的 GPU 慢 {spread:.0%}。"))
-        return result
+            if unsupported and not missing and not crashed:
+                reason = unsupported[0][1]
+                return skipped(name, Text(f"{precision}: {reason}", f"{precision}：{reason}"), "TFLOPS")
+            base = not_measured(cx, name, "TFLOPS")
+            return finish(base, what, [], crashed) if crashed else base
+        return finish(_judge_matmul(cx, name, precision, runs), what, missing, crashed)
 
     return check
+
+
+def _matmul_runs(cx: Context, precision: str) -> tuple[list[tuple[int, Any]], list[tuple[int, str]],
+                                                       list[tuple[int, str]], list[tuple[int, str]]]:
+    """(runs, missing, crashed, unsupported) per GPU for one precision."""
+    by_index = {b.index: b for b in _bench(cx)}
+    runs, missing, crashed, unsupported = [], [], [], []
+    for g in cx.ev.gpus:
+        b = by_index.get(g.index)
+        if b is None:
+            missing.append((g.index, "no result"))
+            continue
+        errs = _errors(b, "matmul", precision)
+        mine = [r for r in b.matmul if r.precision == precision]
+        skip = [reason for p, reason in b.matmul_skipped if p == precision]
+        if errs or (skip and _CRASH.match(skip[0])):
+            crashed.append((g.index, (errs or skip)[0]))
+        elif mine and not _real(mine[0].flops_per_s):
+            missing.append((g.index, f"{mine[0].flops_per_s!r} is not a finite number >= 0"))
+        elif mine:
+            runs.append((g.index, mine[0]))
+        elif skip:
+            unsupported.append((g.index, skip[0]))
+        else:
+            missing.append((g.index, "no result"))
+    return runs, missing, crashed, unsupported
+
+
+def _judge_matmul(cx: Context, name: str, precision: str, runs: list[tuple[int, Any]]) -> CheckResult:
+    wrong = [(i, r) for i, r in runs if r.rel_error > r.tolerance]
+    if wrong:
+        i, r = wrong[0]
+        return CheckResult(name, "fail", f"err {r.rel_error:.2g}", f"<= {r.tolerance:g}", "", Text(
+            f"{precision} matmul gave WRONG results on {gpu_list([w[0] for w in wrong])} "
+            f"(relative error {r.rel_error:.2g} vs fp32 reference): a faulty GPU. Stop using it.",
+            f"{gpu_list([w[0] for w in wrong])} 的 {precision} 矩阵乘结果错误（相对误差 "
+            f"{r.rel_error:.2g}，对照 fp32 参考）：GPU 有故障，请停止使用。"))
+    i, r = min(runs, key=lambda p: p[1].flops_per_s)
+    result = _judge_ratio(name, _slowest(i), r.flops_per_s, _dense_ref(cx.card, precision),
+                          cx.term(f"min_{precision}_tflops"), cx.th.get("matmul", "pass_ratio"),
+                          cx.th.get("matmul", "fail_ratio"), TERA, "TFLOPS",
+                          Text(f"{precision} dense matmul n={r.n}", f"{precision} 稠密矩阵乘 n={r.n}"))
+    best = max(run.flops_per_s for _, run in runs)
+    spread = 1 - r.flops_per_s / best
+    if result.status == "pass" and spread > float(cx.th.get("matmul", "spread_warn")):
+        return CheckResult(name, "warn", result.measured, result.expected, result.unit,
+                           result.detail + Text(f" GPU{i} is {spread:.0%} slower than the best GPU.",
+                                                f" GPU{i} 比最快的 GPU 慢 {spread:.0%}。"))
+    return result
 
 
 def pcie_theoretical_bytes_per_s(th: Thresholds, gen: int, width: int) -> float | None:
@@ -119,21 +233,27 @@ def _pcie_check(direction: str) -> Callable[[Context], CheckResult]:
     field = f"{direction}_bytes_per_s"
 
     def check(cx: Context) -> CheckResult:
-        rows = [(b.index, getattr(b, field)) for b in _bench(cx) if not is_na(getattr(b, field))]
+        what = Text(f"{direction} copy", f"{direction} 拷贝")
+        rows, missing, crashed = gather(cx, direction, lambda b: getattr(b, field))
         if not rows:
-            return skipped(name, _NO_BENCH, "GB/s")
-        i, v = min(rows, key=lambda r: r[1])
-        g = next((g for g in cx.ev.gpus if g.index == i), None)
-        ref = None
-        if g is not None and not is_na(g.pcie_gen_max) and not is_na(g.pcie_width_max):
-            ref = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
-        label = Text("Pinned host->device copy", "锁页内存 主机->设备 拷贝") if direction == "h2d" \
-            else Text("Pinned device->host copy", "锁页内存 设备->主机 拷贝")
-        floor = cx.term("min_h2d_gbps") if direction == "h2d" else None
-        return _judge_ratio(name, _slowest(i), v, ref, floor, cx.th.get("pcie_bw", "pass_ratio"),
-                            cx.th.get("pcie_bw", "fail_ratio"), GB, "GB/s", label)
+            base = not_measured(cx, name, "GB/s")
+            return finish(base, what, [], crashed) if crashed else base
+        return finish(_judge_pcie(cx, name, direction, rows), what, missing, crashed)
 
     return check
+
+
+def _judge_pcie(cx: Context, name: str, direction: str, rows: list[tuple[int, Any]]) -> CheckResult:
+    i, v = min(rows, key=lambda r: r[1])
+    g = next((g for g in cx.ev.gpus if g.index == i), None)
+    ref = None
+    if g is not None and not is_na(g.pcie_gen_max) and not is_na(g.pcie_width_max):
+        ref = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
+    label = Text("Pinned host->device copy", "锁页内存 主机->设备 拷贝") if direction == "h2d" \
+        else Text("Pinned device->host copy", "锁页内存 设备->主机 拷贝")
+    floor = cx.term("min_h2d_gbps") if direction == "h2d" else None
+    return _judge_ratio(name, _slowest(i), v, ref, floor, cx.th.get("pcie_bw", "pass_ratio"),
+                        cx.th.get("pcie_bw", "fail_ratio"), GB, "GB/s", label)
 
 
 def _allreduce_ref(cx: Context) -> tuple[float | None, bool]:
@@ -160,10 +280,24 @@ def check_allreduce(cx: Context) -> CheckResult:
         return skipped(name, Text("One GPU: no all-reduce.", "只有一块 GPU：不做 all-reduce。"), "GB/s")
     run = cx.ev.allreduce
     if is_na(run):
-        return skipped(name, Text(f"All-reduce not run: {run.reason}.", f"未运行 all-reduce：{run.reason}。"), "GB/s")
+        if not cx.benchmarked:
+            return skipped(name, Text(f"All-reduce not run: {run.reason}.", f"未运行 all-reduce：{run.reason}。"),
+                           "GB/s")
+        return incomplete(name, Text(
+            f"The all-reduce did not complete ({run.reason}): a hang or a lost rank is the classic "
+            "sign of a broken GPU-to-GPU path (P2P, ACS/IOMMU, NVLink fabric); rerun with "
+            "NCCL_DEBUG=INFO and ask the provider.",
+            f"all-reduce 未完成（{run.reason}）：卡死或丢失进程通常说明 GPU 间通路有问题"
+            "（P2P、ACS/IOMMU、NVLink fabric）；用 NCCL_DEBUG=INFO 重跑并联系服务商。"), "GB/s")
     if not run.correct:
         return CheckResult(name, "fail", "wrong", "correct", "", Text(
             "All-reduce returned wrong sums: a faulty GPU or link.", "all-reduce 求和结果错误：GPU 或链路有故障。"))
+    if run.n_gpus < cx.n or not run.points:
+        return incomplete(name, Text(
+            f"The all-reduce ran on {run.n_gpus} of {cx.n} GPUs ({len(run.points)} sizes): the "
+            "others were lost or hidden (CUDA_VISIBLE_DEVICES).",
+            f"all-reduce 只在 {cx.n} 块中的 {run.n_gpus} 块 GPU 上运行（{len(run.points)} 个尺寸）："
+            "其余丢失或被隐藏（CUDA_VISIBLE_DEVICES）。"), "GB/s")
     top = max(run.points, key=lambda p: p.size_bytes)
     ref, may_fail = _allreduce_ref(cx)
     fail_ratio = float(cx.th.get("allreduce", "fail_ratio")) if may_fail else 0.0
@@ -265,8 +399,40 @@ def check_visible(cx: Context) -> CheckResult:
                        Text("torch sees every GPU.", "torch 能看到所有 GPU。"))
 
 
+def check_completed(cx: Context) -> CheckResult:
+    """Did every benchmark finish on every GPU? The benchmark process's own end, plus crashes."""
+    name = "performance.completed"
+    if not cx.benchmarked:
+        return skipped(name, Text(f"No benchmarks in an {cx.ev.mode} run.", f"{cx.ev.mode} 模式不运行测试。"))
+    crashed = sorted({b.index for b in _bench(cx) if b.errors})
+    if crashed:
+        first = next(b for b in _bench(cx) if b.errors).errors[0]
+        return CheckResult(name, "fail", f"{len(crashed)} GPU(s) crashed", "none", "", Text(
+            f"Benchmarks crashed on {gpu_list(crashed)} ({first.kind}: {first.message[:160]}): those "
+            "GPUs fail. Look for Xid errors in `dmesg` and ask the provider to replace them.",
+            f"测试在 {gpu_list(crashed)} 上崩溃（{first.kind}：{first.message[:160]}）：这些 GPU 判为失败。"
+            "请在 `dmesg` 中查 Xid，并请服务商更换。"))
+    proc = cx.ev.bench_process
+    if is_na(cx.ev.bench):
+        return not_measured(cx, name, "")
+    have = {b.index for b in _bench(cx)}
+    lost = [g.index for g in cx.ev.gpus if g.index not in have]
+    if not is_na(proc) and (proc.timed_out or proc.returncode != 0):
+        how = (f"was killed at its deadline after {proc.wall_s:.0f} s" if proc.timed_out
+               else f"exited with code {proc.returncode}")
+        how_zh = (f"运行 {proc.wall_s:.0f} 秒后被超时终止" if proc.timed_out else f"以退出码 {proc.returncode} 结束")
+        return incomplete(name, Text(f"The benchmark process {how}: {proc.stderr_tail[-160:]!r}. "
+                                     "What it did not finish is not judged.",
+                                     f"测试进程{how_zh}：{proc.stderr_tail[-160:]!r}。未完成的部分无法评判。"))
+    if lost:
+        return incomplete(name, Text(f"No benchmark result at all for {gpu_list(lost)}.",
+                                     f"{gpu_list(lost)} 完全没有测试结果。"))
+    return CheckResult(name, "pass", len(have), cx.n, "GPUs", Text(
+        "Every benchmark finished on every GPU.", "每块 GPU 上的每项测试都已完成。"))
+
+
 CHECKS: tuple[Callable[[Context], CheckResult], ...] = (
-    check_mem_bw, _matmul_check("bf16"), _matmul_check("fp16"), _matmul_check("fp8"),
+    check_completed, check_mem_bw, _matmul_check("bf16"), _matmul_check("fp16"), _matmul_check("fp8"),
     _pcie_check("h2d"), _pcie_check("d2h"), check_allreduce,
     check_torch, check_driver_cuda, check_nccl, check_visible,
 )

@@ -5,8 +5,13 @@ saved evidence can be judged again later against another card or contract. Units
 in the field names; bandwidths are bytes per second, throughput FLOP/s. A reading a
 card could not give is `NotAvailable(reason)`, stored in JSON as `{"na": reason}`.
 
-Schema history: 1 = first release; `GpuSnapshot.pci_device_id` was added within 1 (a file
-saved before it loads with the field "not read").
+Schema history: 1 = first release. Fields added within 1 (a file saved before them loads
+with each of them "not read" / "not run", so old files still judge): `GpuSnapshot.pci_device_id`;
+then the error sources and identity (`pci_bus_id`, `numa_node`, `memory_used_bytes`,
+`compute_mode`, `virtualization_mode`, `pcie_replay_count`, `nvlink_*_errors`, SRAM/DRAM
+uncorrectable counters, `fabric_*`, `xid_events`, `sm_clock_max_mhz`), `GpuBench.errors` and
+spreads, the sustained-window fields of `LoadSample`, and `Evidence.cuda_devices`, `host_info`,
+`bench_process`, `load_seconds`, `raw_outputs`. raw_schema.py checks every field's type.
 """
 
 from __future__ import annotations
@@ -33,13 +38,19 @@ __all__ = [
     "SCHEMA_VERSION",
     "AllReducePoint",
     "AllReduceRun",
+    "BenchError",
+    "ChildOutcome",
+    "CudaDevice",
     "Evidence",
     "GpuBench",
     "GpuSnapshot",
+    "HostInfo",
     "LoadSample",
     "MatmulRun",
+    "MemTest",
     "ProcessInfo",
     "SoftwareInfo",
+    "XidEvent",
     "evidence_from_dict",
     "evidence_to_dict",
     "load_evidence",
@@ -54,6 +65,16 @@ class ProcessInfo:
     name: str
     used_memory_bytes: int | None
     same_user: bool | None  # None: the owner could not be read (another container)
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """An Xid the driver logged for this GPU (NVML event or `NVRM: Xid` kernel-log line)."""
+
+    xid: int
+    source: str  # "nvml" or "kernel log"
+    during_load: bool = False
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,23 @@ class GpuSnapshot:
     nvlink_up: Any = NOT_READ
     nvlink_down: Any = NOT_READ
     processes: Any = NOT_READ  # tuple[ProcessInfo, ...]
+    pci_bus_id: Any = NOT_READ  # "00000000:18:00.0", as NVML and CUDA print it
+    numa_node: Any = NOT_READ  # the host NUMA node the GPU hangs off (sysfs numa_node)
+    memory_used_bytes: Any = NOT_READ  # before gpuwise started anything
+    compute_mode: Any = NOT_READ  # "default", "exclusive_process", "prohibited"
+    virtualization_mode: Any = NOT_READ  # "none", "passthrough", "vgpu", "host_vgpu"
+    pcie_replay_count: Any = NOT_READ  # link-level retransmissions since driver load
+    nvlink_crc_errors: Any = NOT_READ  # flit + data CRC, summed over the links
+    nvlink_replay_errors: Any = NOT_READ
+    nvlink_recovery_errors: Any = NOT_READ
+    remapped_rows_correctable: Any = NOT_READ
+    ecc_sram_uncorrected_volatile: Any = NOT_READ
+    ecc_sram_uncorrected_aggregate: Any = NOT_READ
+    ecc_dram_uncorrected_aggregate: Any = NOT_READ
+    fabric_state: Any = NOT_READ  # NVSwitch systems: "completed", "in_progress", "not_started"
+    fabric_status: Any = NOT_READ  # 0 = success (nvmlReturn_t of the fabric registration)
+    xid_events: Any = ()  # tuple[XidEvent, ...]
+    sm_clock_max_mhz: Any = NOT_READ
 
 
 def pci_id(combined: int) -> str:
@@ -113,6 +151,17 @@ class LoadSample:
     throttle_reasons: Any = NOT_SAMPLED  # OR of bits, idle samples excluded
     temperature_max_c: Any = NOT_SAMPLED
     power_max_w: Any = NOT_SAMPLED
+    # The sustained window (every GPU loaded together), sampled about once a second:
+    seconds: Any = NOT_SAMPLED  # how long this GPU was loaded
+    pcie_gen_min: Any = NOT_SAMPLED  # lowest link seen under load: below the max = downtrained
+    pcie_width_min: Any = NOT_SAMPLED
+    sm_clock_min_mhz: Any = NOT_SAMPLED
+    sm_clock_median_mhz: Any = NOT_SAMPLED
+    power_median_w: Any = NOT_SAMPLED
+    ecc_uncorrected_delta: Any = NOT_SAMPLED  # volatile uncorrectable count, end minus start
+    burst_flops_per_s: Any = NOT_SAMPLED  # bf16 GEMM rate over the first 10 % of the window
+    sustained_flops_per_s: Any = NOT_SAMPLED  # ... and over its second half
+    series: Any = ()  # tuple of [t_s, sm_mhz, power_w, temp_c, pcie_gen, pcie_width, reasons]
 
 
 @dataclass(frozen=True)
@@ -122,6 +171,26 @@ class MatmulRun:
     n: int
     rel_error: float
     tolerance: float
+    iters: int | None = None  # timed iterations (each timed with its own CUDA events)
+    spread: float | None = None  # (p90 - p10) / median of the per-iteration times
+
+
+@dataclass(frozen=True)
+class BenchError:
+    """A benchmark that raised on a GPU: the GPU crashed it (a CUDA error, ECC, a lost GPU)."""
+
+    kind: str  # "mem_bw", "matmul", "h2d", "d2h", "memtest", "load"
+    message: str
+    precision: str | None = None
+
+
+@dataclass(frozen=True)
+class MemTest:
+    """Write a pattern over most of the free memory and read it back."""
+
+    bytes_tested: int
+    fraction_of_free: float
+    mismatches: int
 
 
 @dataclass(frozen=True)
@@ -133,6 +202,50 @@ class GpuBench:
     matmul_skipped: Any = ()  # tuple[(precision, reason), ...]
     h2d_bytes_per_s: Any = NOT_RUN
     d2h_bytes_per_s: Any = NOT_RUN
+    errors: Any = ()  # tuple[BenchError, ...]
+    mem_bw_spread: Any = NOT_RUN  # (p90 - p10) / median of the per-iteration copy times
+    memtest: Any = NOT_RUN  # MemTest
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    """A GPU as CUDA (torch) numbers it; matched to NVML's by PCI bus id, never by index."""
+
+    cuda_index: int
+    name: str
+    pci_bus_id: str  # "0000:18:00.0"
+    sm_count: int
+    total_memory_bytes: int
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How the benchmark child process ended."""
+
+    returncode: int
+    timed_out: bool  # killed by the deadline
+    wall_s: float
+    stderr_tail: str = ""
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The host around the GPUs: what a contract may promise besides the GPUs."""
+
+    cpu_cores: Any = NOT_READ  # logical CPUs online
+    cpu_model: Any = NOT_READ
+    ram_bytes: Any = NOT_READ
+    numa_nodes: Any = NOT_READ
+    disk_path: Any = NOT_READ  # the file system measured (the working directory's)
+    disk_bytes: Any = NOT_READ
+    disk_free_bytes: Any = NOT_READ
+    disk_write_bytes_per_s: Any = NOT_RUN
+    disk_read_bytes_per_s: Any = NOT_RUN
+    kernel_modules: Any = NOT_READ  # the loaded ones among nvidia*, nouveau
+    dev_nvidia_uvm: Any = NOT_READ  # /dev/nvidia-uvm exists
+    fabric_manager: Any = NOT_READ  # systemd state of nvidia-fabricmanager, "not installed"
+    kernel_log: Any = NOT_READ  # "read" or why not (dmesg needs privileges on many hosts)
 
 
 @dataclass(frozen=True)
@@ -178,12 +291,18 @@ class Evidence:
     bench: Any = NOT_RUN  # tuple[GpuBench, ...]
     allreduce: Any = NOT_RUN  # AllReduceRun
     notes: tuple[str, ...] = ()
+    cuda_devices: Any = NOT_RUN  # tuple[CudaDevice, ...], from the benchmark child
+    host_info: Any = NOT_READ  # HostInfo
+    bench_process: Any = NOT_RUN  # ChildOutcome
+    load_seconds: Any = NOT_RUN  # the planned length of the sustained window
+    raw_outputs: Any = NOT_READ  # {"nvidia-smi -q -x": text, "nvidia-smi topo -m": ..., "lspci": ...}
 
 
 _NESTED: dict[str, type] = {
     "processes": ProcessInfo, "gpus": GpuSnapshot, "load": LoadSample, "bench": GpuBench,
     "matmul": MatmulRun, "points": AllReducePoint, "allreduce": AllReduceRun,
-    "software": SoftwareInfo,
+    "software": SoftwareInfo, "xid_events": XidEvent, "errors": BenchError, "memtest": MemTest,
+    "cuda_devices": CudaDevice, "host_info": HostInfo, "bench_process": ChildOutcome,
 }
 
 
@@ -232,6 +351,9 @@ def evidence_from_dict(data: dict[str, Any], *, origin: str = "<dict>") -> Evide
                              f"{SCHEMA_VERSION}.",
                              f"{origin} 的 schema_version 为 {version}；本版本最多支持 {SCHEMA_VERSION}。"),
                         hint=Text("Upgrade gpuwise.", "请升级 gpuwise。"))
+    from gpuwise.verify.raw_schema import check_evidence_dict
+
+    check_evidence_dict(data, origin)
     try:
         return _build(Evidence, data)  # type: ignore[no-any-return]
     except (TypeError, ValueError) as exc:
@@ -244,13 +366,27 @@ def save_evidence(evidence: Evidence, path: str | Path) -> None:
 
 
 def load_evidence(path: str | Path) -> Evidence:
+    """Evidence from a `--save` file; DataError (never a traceback) for anything else: a missing,
+    huge or binary file, JSON with NaN, too deeply nested, or fields of the wrong type."""
+    from gpuwise.verify.raw_schema import MAX_FILE_BYTES
+
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        if p.is_dir():
+            raise DataError(Text(f"{p} is a directory, not a verify file.", f"{p} 是目录，不是 verify 文件。"))
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise DataError(Text(f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB: not a verify file.",
+                                 f"{p} 超过 {MAX_FILE_BYTES >> 20} MiB，不是 verify 文件。"))
+        raw = p.read_bytes()
+        if b"\0" in raw:
+            raise DataError(Text(f"{p} is a binary file, not the JSON `gpuwise verify --save` writes.",
+                                 f"{p} 是二进制文件，不是 `gpuwise verify --save` 写出的 JSON。"))
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError as exc:
         raise DataError(Text(f"No such file: {p}", f"文件不存在：{p}")) from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(Text(f"Cannot read {p} as JSON: {exc}", f"无法按 JSON 读取 {p}：{exc}")) from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = str(exc)[:200]
+        raise DataError(Text(f"Cannot read {p} as JSON: {why}", f"无法按 JSON 读取 {p}：{why}")) from exc
     if not isinstance(data, dict):
         raise DataError(Text(f"{p} is not a JSON object.", f"{p} 不是 JSON 对象。"))
     return evidence_from_dict(data, origin=str(p))

@@ -17,6 +17,7 @@ __all__ = ["STATUS_WORDS", "fmt_value", "render_html", "render_markdown", "write
 STATUS_WORDS: dict[str, Text] = {
     "pass": Text("PASS", "通过"), "warn": Text("WARN", "警告"),
     "fail": Text("FAIL", "失败"), "skipped": Text("SKIPPED", "跳过"),
+    "incomplete": Text("INCOMPLETE", "未完成"),
 }
 _HEAD = {
     "check": Text("Check", "检查项"), "status": Text("Status", "结果"),
@@ -109,6 +110,7 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.3rem .6rem;
 text-align:left;vertical-align:top}th{background:#f4f4f4}.pass{color:#1a7f37;font-weight:600}
 .warn{color:#9a6700;font-weight:600}.fail{color:#cf222e;font-weight:700}.skipped{color:#666}
+.incomplete{color:#8250df;font-weight:700}
 pre{background:#f6f8fa;padding:.6rem}"""
 
 
