@@ -56,6 +56,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
+    "fused_elementwise": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -101,6 +102,7 @@ class Framework:
     fix_sharding: str | None = None
     unverified: tuple[str, ...] = ()
     notes: str = ""
+    fused_elementwise: bool = False  # norms, RoPE, SwiGLU, softmax run as fused kernels without torch.compile
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

@@ -28,6 +28,8 @@ FORM_FACTOR_FIELDS: dict[str, FieldSpec] = {
     "switch_needed_above": FieldSpec("int", positive=True),
     "host_gpu_lanes": FieldSpec("int", positive=True),
     "psu_sizing": FieldSpec("bool"),
+    "fabric_gbps": FieldSpec("float", positive=True),
+    "fabric_note": FieldSpec("str"),
     "sources": FieldSpec("strlist", required=True),
     "unverified": FieldSpec("strlist"),
     "notes": FieldSpec("str"),
@@ -57,6 +59,8 @@ class FormFactor:
     switch_needed_above: int | None = None
     host_gpu_lanes: int | None = None
     psu_sizing: bool = False
+    fabric_gbps: float | None = None  # per node, the platform reference design's compute fabric
+    fabric_note: str = ""
     unverified: tuple[str, ...] = ()
     notes: str = ""
 
@@ -90,6 +94,21 @@ def form_factors() -> dict[str, FormFactor]:
 
 
 # ------------------------------------------------------------------ notes
+
+# Between nodes with no --inter-node-gbps and no reference fabric for the form factor: one 100 Gb/s
+# NIC per node, the common data-centre Ethernet port of PCIe GPU servers (the DGX H100's own
+# non-compute NIC is 100 Gb/s Ethernet: docs.nvidia.com/dgx-basepod/reference-architecture-
+# infrastructure-foundation-enterprise-ai/latest/core-components.html).
+DEFAULT_FABRIC_GBPS = 100.0
+
+
+def node_fabric(card: Card) -> tuple[float, str]:
+    """Gb/s per node between nodes when the user gave none, and where the figure comes from."""
+    ff = form_factors().get(card.form_factor)
+    if ff is not None and ff.fabric_gbps:
+        return ff.fabric_gbps, ff.fabric_note
+    return DEFAULT_FABRIC_GBPS, "one 100 Gb/s NIC per node (gpuwise's default without a reference fabric)"
+
 
 def node_notes(card: Card, gpus_per_node: int) -> tuple[Text, ...]:
     """What a node of `gpus_per_node` x `card` needs: fit, power, PCIe lanes, NVLink reach."""
@@ -186,10 +205,12 @@ def _link_reach(card: Card, gpus: int) -> Text | None:
 
 
 __all__ = [
+    "DEFAULT_FABRIC_GBPS",
     "FORM_FACTOR_FIELDS",
     "SHIPPED_FORM_FACTORS",
     "FormFactor",
     "form_factors",
     "load_form_factors",
+    "node_fabric",
     "node_notes",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import ckpt_every, find_framework
+from gpuwise.catalog.hardware import node_fabric
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
@@ -32,6 +33,7 @@ class TrainSpeed:
     scaling_efficiency: float  # vs n x one GPU without communication or bubble
     step_breakdown_s: dict[str, float]  # adds up to step_time_s
     communication_s: dict[str, float] = field(default_factory=dict)  # totals before overlap
+    inter_node_source: str = ""  # where communication_s["inter_node_gbps"] comes from (multi-node only)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -113,7 +115,7 @@ def _traffic_per_token(model: ModelArch, w: Workload, p: ParamBreakdown, re_shar
     t = _table()
     h = model.hidden_size
     fwd = t["elementwise_bytes_per_hidden"] * h + t["elementwise_bytes_per_intermediate"] * _intermediate(model, p)
-    if w.compile:
+    if w.compile or find_framework(w.framework).fused_elementwise:
         fwd *= t["compile_traffic_factor"]
     if not w.flash_attention:  # counted fwd + bwd already: scale to the forward's share
         fwd += t["eager_attention_bytes_per_head_key"] * model.num_heads * w.seq_len / 3
@@ -237,9 +239,13 @@ def pipeline_bubble(pp: int, micro_batches: int, virtual_stages: int = 1) -> flo
 
 
 def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
-                inter_node_gbps: float = 100.0, virtual_stages: int = 1) -> TrainSpeed:
+                inter_node_gbps: float | None = None, virtual_stages: int = 1) -> TrainSpeed:
     """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x accumulation
-    x DP ranks), with the step broken into the parts that add up to it."""
+    x DP ranks), with the step broken into the parts that add up to it. Without inter_node_gbps the
+    nodes talk over the card's platform reference fabric (data/form_factors.toml)."""
+    fabric_source = "--inter-node-gbps"
+    if not inter_node_gbps:
+        inter_node_gbps, fabric_source = node_fabric(d.card)
     lay = _layout(w, d)
     mb = _micro_batch(model, w, d, r, lay)
     m = lay.micro_batches
@@ -269,4 +275,5 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       step_breakdown_s=parts,
                       communication_s={"dp_total": dp_total, "dp_exposed": dp_exposed,
                                        "tp_total": m * mb["tp_total"], "tp_exposed": m * mb["tp_comm"],
-                                       "inter_node_gbps": float(inter_node_gbps) if d.nodes > 1 else 0.0})
+                                       "inter_node_gbps": float(inter_node_gbps) if d.nodes > 1 else 0.0},
+                      inter_node_source=fabric_source if d.nodes > 1 else "")
