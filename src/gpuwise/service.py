@@ -173,6 +173,10 @@ def estimate_json(req: EstimateRequest) -> dict[str, Any]:
         from gpuwise.diffusion.service import diffusion_estimate_json
 
         return diffusion_estimate_json(req)
+    if req.width and req.height:  # a vision-language model shown images of that size
+        from gpuwise.diffusion.service import vlm_estimate_json
+
+        return vlm_estimate_json(req)
     result, note = run_estimate(req)
     out = result.to_dict()
     if result.calibration is not None:

@@ -160,3 +160,58 @@ def diffusion_emit_json(req: Any, target: str, cards: list[Any], excluded: dict[
     best = plans[0].estimate
     return {"schema_version": 1, "target": target, "card": best.card.id,
             "config": emit(model, best.job, target, req.deploy_model or _repo_of(model, req.model))}
+
+
+def vlm_estimate_json(req: Any) -> dict[str, Any]:
+    """`gpuwise estimate` for a vision-language model shown `images` images of width x height: their
+    tokens join the prompt (prefill and KV), the vision tower's run is added to the time to first token."""
+    import dataclasses
+
+    from gpuwise.catalog.cards import load_cards, resolve_card
+    from gpuwise.catalog.sources import load_model
+    from gpuwise.diffusion.vlm import image_tokens, vision_flops
+    from gpuwise.estimate.links import card_rates
+    from gpuwise.service import estimate_json
+
+    arch = load_model(req.model, hub=req.hub)
+    vision = _vision_config(req.model)
+    if not arch.vision_params or vision is None:
+        from gpuwise.errors import InputError
+
+        raise InputError(Text(f"{arch.name} has no vision tower: --width/--height describe an image for a "
+                              "vision-language model (or the size of an image/video model's output).",
+                              f"{arch.name} 没有视觉编码器：--width/--height 用于视觉语言模型的输入图像（或图像/视频模型的输出尺寸）。"))
+    one = image_tokens(vision, req.height, req.width)
+    tokens = one.tokens * req.images
+    inner = dataclasses.replace(req, context=req.context + tokens, width=None, height=None)
+    out = estimate_json(inner)
+    card = resolve_card(req.card, load_cards([Path(req.cards_file)] if req.cards_file else [])).card
+    rates = card_rates(card)
+    rate = (card.dense_tflops("bf16") or 1.0) * 1e12 * rates.prefill
+    encoder_s = vision_flops(vision, arch.vision_params, one.patches) * req.images / rate
+    if out.get("speed") and "ttft_s" in out["speed"]:
+        out["speed"]["ttft_s"] += encoder_s
+        out["speed"]["vision_encoder_s"] = encoder_s
+    out["vision"] = {**one.to_dict(), "images": req.images, "image_tokens": tokens,
+                     "text_context": req.context, "context_with_images": req.context + tokens,
+                     "encoder_s": encoder_s}
+    return out
+
+
+def _vision_config(src: str) -> dict[str, Any] | None:
+    """The vision_config of a preset, a config.json or a model folder (None elsewhere)."""
+    from gpuwise.catalog.presets import find_preset
+
+    preset = find_preset(src)
+    if preset is not None:
+        cfg: Any = preset.config
+    else:
+        path = Path(src).expanduser()
+        path = path / "config.json" if path.is_dir() else path
+        if not (path.is_file() and path.suffix == ".json"):
+            return None
+        from gpuwise.catalog.sources import read_config_file
+
+        cfg = read_config_file(path)
+    vision = cfg.get("vision_config") if isinstance(cfg, dict) else None
+    return vision if isinstance(vision, dict) else None
