@@ -153,6 +153,15 @@ def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, fami
     """Bands for the numbers in `values` (JSON path -> estimate); `caps` bound a band's top
     (a model's maximum context, for one)."""
     base = "training" if training else engine
+    caps = dict(caps or {})
+    floors: dict[str, float] = {}
+    mfu = values.get("speed.mfu")
+    if training and mfu and mfu > 0:  # no band reaches past the card's peak: MFU 100 % at most
+        caps.setdefault("speed.mfu", 1.0)
+        if "speed.tokens_per_s" in values:
+            caps.setdefault("speed.tokens_per_s", values["speed.tokens_per_s"] / mfu)
+        if "speed.step_time_s" in values:
+            floors["speed.step_time_s"] = values["speed.step_time_s"] * mfu
     out: dict[str, Range] = {}
     for path, group, inverse in (TRAINING if training else SERVING):
         value = values.get(path)
@@ -160,8 +169,8 @@ def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, fami
         if value is None or cell is None or not math.isfinite(value) or value <= 0:
             continue
         r = band(value, cell, inverse=inverse)
-        cap = (caps or {}).get(path)
-        out[path] = r if cap is None else Range(min(r.low, cap), min(r.high, cap), r.cell)
+        cap, floor = caps.get(path, math.inf), floors.get(path, 0.0)
+        out[path] = Range(min(max(r.low, floor), cap), min(max(r.high, floor), cap), r.cell)
     return Ranged(out)
 
 
