@@ -15,7 +15,7 @@ from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.cost import Cost, job_cost
-from gpuwise.estimate.fit import suggest_fixes
+from gpuwise.estimate.fit import Fix, command_line_words, find_fixes
 from gpuwise.estimate.links import card_rates
 from gpuwise.estimate.memory_infer import infer_memory
 from gpuwise.estimate.memory_train import train_memory
@@ -43,12 +43,13 @@ class Estimate:
     deployment: Deployment
     memory: MemoryResult
     warnings: tuple[Text, ...]
-    suggestions: tuple[Text, ...]
+    suggestions: tuple[Text, ...]  # the fixes in the command line's words
     speed: InferSpeed | TrainSpeed | None = None
     cost: Cost | None = None
     calibrated: bool = False
     replicas: int = 1
     calibration: Any = None  # the verify Calibration the speeds used, if any
+    fixes: tuple[Fix, ...] = ()  # the same fixes as data, for each shell to word
 
     @property
     def fits(self) -> bool:
@@ -89,6 +90,7 @@ class Estimate:
             "warnings_zh": [t.zh for t in self.warnings],
             "suggestions": [t.en for t in self.suggestions],
             "suggestions_zh": [t.zh for t in self.suggestions],
+            "fixes": [f.to_dict() for f in self.fixes],
         }
         if mem.capacity is not None:
             out["capacity"] = mem.capacity.to_dict()
@@ -262,11 +264,12 @@ def estimate(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context
         w = per_replica(w, replicas)
     mem = estimate_memory(model, w, d)
     warnings = _warnings(model, w, d, mem)
-    fixes = suggest_fixes(model, w, d, mem, estimate_memory) if suggest and not mem.fits else ()
+    fixes = find_fixes(model, w, d, mem, estimate_memory) if suggest and not mem.fits else ()
     opts = cost or CostOptions()
     speed = scale_out(speed_of(model, w, d, mem, calibration, opts.inter_node_gbps), replicas)
     if calibration is not None:
         warnings.append(calibration.note)  # "Speeds calibrated from <file> (<card>, <date>)."
     return Estimate(model=model, workload=w, deployment=d, memory=mem, warnings=tuple(warnings),
-                    suggestions=fixes, speed=speed, cost=cost_of(d, speed, opts, replicas),
+                    suggestions=tuple(command_line_words(f) for f in fixes), fixes=fixes, speed=speed,
+                    cost=cost_of(d, speed, opts, replicas),
                     calibrated=calibration is not None, replicas=replicas, calibration=calibration)
