@@ -35,6 +35,7 @@ class EstimateRequest:
     engine: str = "vllm"
     engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
+    cpu_mem_bw: float | None = None  # GB/s of host memory for llama.cpp CPU layers (None: by form factor)
     gpu_memory_utilization: float = 0.9
     tp: int = 0
     pp: int = 1
@@ -142,7 +143,8 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
                    offload=req.offload, cpu_offload_gib=req.cpu_offload_gb,  # type: ignore[arg-type]
                    gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
-                   engine_version=req.engine_version, mem_fraction=req.mem_fraction)
+                   engine_version=req.engine_version, mem_fraction=req.mem_fraction,
+                   cpu_mem_bw_gbps=req.cpu_mem_bw)
     return model, w, d, resolved.note
 
 

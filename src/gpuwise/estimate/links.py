@@ -35,7 +35,14 @@ class Rates:
     pcie_h2d: float  # host <-> device bytes/s
     train_gemm: float = 0.0  # fraction of dense peak a training step's large matmuls sustain (0: use gemm)
     allreduce_busbw: float = 0.0  # NCCL all-reduce bus bandwidth (NVLS where the node has it; 0: ring)
+    gemm_fp8: float = 0.0  # fraction of the dense FP8 peak a serving FP8 GEMM sustains (0: gemm x fp8_gemm_ratio)
     calibrated: bool = False
+
+    def gemm_at(self, precision: str) -> float:
+        """GEMM efficiency at a precision: FP8 has its own (efficiency.toml gemm_fp8)."""
+        if precision != "fp8":
+            return self.gemm
+        return self.gemm_fp8 or self.gemm * float(efficiency_table()["default"]["fp8_gemm_ratio"])
 
     @property
     def allreduce(self) -> float:
@@ -83,7 +90,7 @@ def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
     rates = Rates(mem_bw=card.mem_bw_gbps * GB * fam["bw"], gemm=fam["gemm"], prefill=fam["prefill"],
                   mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card),
                   train_gemm=float(fam.get("train_gemm", fam["gemm"])),
-                  allreduce_busbw=_nvls_busbw(card, gpus, busbw))
+                  allreduce_busbw=_nvls_busbw(card, gpus, busbw), gemm_fp8=float(fam.get("gemm_fp8", 0.0)))
     return rates if calibration is None else apply_calibration(rates, card, calibration)
 
 
@@ -116,7 +123,15 @@ def apply_calibration(rates: Rates, card: Card, cal: Any) -> Rates:
         link_latency=rates.link_latency,
         pcie_h2d=measured("pcie_h2d_bytes_per_s") or rates.pcie_h2d,
         train_gemm=rates.train_gemm * scale,
-        allreduce_busbw=rates.allreduce_busbw * link_scale if rates.allreduce_busbw else 0.0, calibrated=True)
+        allreduce_busbw=rates.allreduce_busbw * link_scale if rates.allreduce_busbw else 0.0,
+        gemm_fp8=rates.gemm_fp8 * scale, calibrated=True)
+
+
+def host_memory_bandwidth(card: Card) -> float:
+    """Achievable CPU memory bytes/s of the host a card usually sits in (efficiency.toml [host_memory])."""
+    host = efficiency_table()["host_memory"]
+    preset = host["by_form_factor"].get(card.form_factor, host["default_preset"])
+    return float(host["presets_gbps"][preset]) * float(host["achievable_fraction"]) * GB
 
 
 def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:

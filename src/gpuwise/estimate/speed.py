@@ -1,26 +1,33 @@
-"""How fast: a roofline for decode and prefill, and a compute + communication model for training.
+"""How fast: decode and prefill by phase, and a compute + communication model for training.
 
-Decode reads the weights in use (for MoE, the experts the batch touches) plus every
-sequence's KV each step: time = max(bytes / bandwidth, FLOPs / compute) + per-step overhead,
-plus two all-reduces per layer under tensor parallel and weights streamed over PCIe when
-offloaded. Training lives in speed_train.py (re-exported here for callers of this module).
+A decode step runs its parts as separate kernels, so their times add: the GEMMs (a roofline of
+the weight bytes read, for MoE the experts the batch touches, and of their FLOPs at the
+precision's own efficiency, FP8 apart from BF16), attention (every sequence's KV and its FLOPs),
+two all-reduces per layer under tensor parallel, weights kept off the GPU (over PCIe, or for
+llama.cpp's CPU layers at host memory bandwidth), and a per-step overhead. Training lives in
+speed_train.py (re-exported here for callers of this module).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table
+from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table, host_memory_bandwidth
 from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
 from gpuwise.estimate.speed_train import TrainSpeed, train_speed
 from gpuwise.estimate.weights import checkpoint_format, weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.tomlcache import load_toml
 from gpuwise.units import GB
+
+_GGUF = Path(__file__).resolve().parent.parent / "data" / "gguf_types.toml"
 
 # Engines that pre-allocate a KV pool, batch continuously and run FP8/INT8 GEMMs natively.
 POOL_ENGINES = ("vllm", "sglang", "trtllm")
@@ -40,6 +47,18 @@ class InferSpeed:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@functools.cache
+def gguf_decode_table() -> dict[str, Any]:
+    """Per-GGUF-type decode bandwidth factors (gguf_types.toml decode_bw_factor), their bits, the default."""
+    doc = load_toml(_GGUF)
+    factors = {str(t["name"]).upper(): float(t["decode_bw_factor"]) for t in doc["type"] if "decode_bw_factor" in t}
+    for alias, target in doc.get("aliases", {}).items():
+        if target.upper() in factors:
+            factors[alias.upper()] = factors[target.upper()]
+    bits = {str(t["name"]).upper(): float(t["bits_per_weight"]) for t in doc["type"]}
+    return {"factors": factors, "bits": bits, "default": float(doc["decode"]["default_bw_factor"])}
 
 
 def compute_precision(model: ModelArch, w: Workload, d: Deployment) -> Precision:
@@ -77,56 +96,115 @@ def _avg_kv_tokens(w: Workload) -> float:
     return w.prompt_len + w.output_len / 2
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One decode step's parts (seconds); each is >= 0 and finite by construction."""
+
+    gemm: float  # the linear layers: max(weight bytes read / bandwidth, FLOPs / GEMM rate)
+    attention: float  # reading every sequence's KV (and its FLOPs)
+    communication: float  # two all-reduces per layer under tensor parallel
+    offload: float  # weights kept off the GPU: streamed over PCIe, or run on the CPU (llama.cpp)
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return self.gemm + self.attention + self.communication + self.offload + self.overhead
+
+
+def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
+    """llama.cpp's decode kernels stream each GGUF type at their own share of the bandwidth."""
+    if d.engine != "llamacpp":
+        return 1.0
+    table = gguf_decode_table()
+    name = w.weights.split(":", 1)[1].upper() if w.weights.startswith("gguf:") else ""
+    if not name and model.quant is not None and model.quant.method == "gguf":
+        name = min(table["bits"], key=lambda t: abs(table["bits"][t] - model.quant.bits))  # type: ignore[union-attr]
+    if not name:
+        name = "F16"
+    return float(table["factors"].get(name, table["default"]))
+
+
+def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
+                 batch: int, tp: int) -> _Step:
+    elem = kv_element_bytes(w, model)
+    share = kv_share(model, tp)
+    kv = (model.kv_bytes_for_context(int(_avg_kv_tokens(w)), elem)
+          + model.state_bytes_per_sequence(elem)) * share * batch / d.pp
+    every = weight_bytes(model, w.weights).total / (tp * d.pp)
+    read = _decode_weight_bytes(model, w, batch) / (tp * d.pp)  # for MoE, the experts touched
+    touched = read / every if every else 1.0
+    off_gpu = min(every, (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1))
+    bw = r.mem_bw * _gguf_factor(model, w, d)
+    precision = compute_precision(model, w, d)
+    p = count_params(model)
+    gemm_flops = 2 * p.active * batch / (tp * d.pp)
+    gemm = max((every - off_gpu) * touched / bw, gemm_flops / (_peak_flops(d, precision) * r.gemm_at(precision)))
+    attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w) * batch / (tp * d.pp)  # QK^T and AV
+    share_fa = float(efficiency_table()["overheads"]["attention_flops_share"])
+    attention = max(kv / r.mem_bw, attn_flops / (_peak_flops(d, "bf16") * r.gemm * share_fa))
+    msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
+    comm = 2 * model.num_layers / d.pp * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    offload = off_gpu * touched / _offload_rate(d, mem, r)
+    overhead = float(efficiency_table()["overheads"]["decode_step_s"][d.engine])
+    return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead)
+
+
+def _offload_rate(d: Deployment, mem: MemoryResult, r: Rates) -> float:
+    """Bytes/s of the weights kept off the GPU: llama.cpp runs its CPU layers at host memory
+    bandwidth; vLLM/DeepSpeed-style offload streams them over PCIe (NVMe when offloaded there)."""
+    if d.engine == "llamacpp":
+        return d.cpu_mem_bw_gbps * GB if d.cpu_mem_bw_gbps else host_memory_bandwidth(d.card)
+    if mem.host.nvme:
+        return float(efficiency_table()["links"]["nvme_gbps"]) * GB
+    return r.pcie_h2d
+
+
 def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates) -> InferSpeed:
     tp = tensor_parallel(model, d)
-    gpus_per_stage = tp
     batch = w.concurrency
     cap = mem.capacity
     if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < batch:
         batch = int(cap.max_concurrency)  # the engine queues what its KV pool cannot hold
-    elem = kv_element_bytes(w, model)
-    share = kv_share(model, tp)
-    kv = model.kv_bytes_for_context(int(_avg_kv_tokens(w)), elem) * share * batch / d.pp
-    kv += model.state_bytes_per_sequence(elem) * share * batch / d.pp
-    weights = _decode_weight_bytes(model, w, batch) / (tp * d.pp)
-    offloaded = mem.host.cpu_ram / max(d.gpus, 1) + mem.host.nvme / max(d.gpus, 1)
-    p = count_params(model)
-    precision = compute_precision(model, w, d)
-    flops_peak = _peak_flops(d, precision) * r.gemm
-    attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w)  # QK^T and AV per token
-    flops = (2 * p.active + attn_flops) * batch / (tp * d.pp)
-    t_mem = (weights - offloaded) / r.mem_bw + kv / r.mem_bw
-    t_compute = flops / flops_peak
-    links = efficiency_table()["links"]
-    offload_bw = links["nvme_gbps"] * GB if mem.host.nvme else r.pcie_h2d
-    t_offload = offloaded / offload_bw
-    msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
-    t_tp = 2 * model.num_layers / d.pp * allreduce_seconds(msg, gpus_per_stage, r.link_busbw, r.link_latency)
-    overhead = efficiency_table()["overheads"]["decode_step_s"][d.engine]
-    stage = max(t_mem, t_compute) + t_tp + t_offload + overhead
+    step = _decode_step(model, w, d, mem, r, batch, tp)
+    stage = step.total
     # pipeline: a token passes every stage in turn; with >= pp batches in flight the stages overlap
     tpot = stage * d.pp
     decode_rate = batch / stage if batch >= d.pp else batch / tpot
-    parts = {"memory": t_mem, "compute": t_compute, "communication": t_tp, "offload": t_offload}
-    bound = max(parts, key=lambda k: parts[k])
-    prefill_tps, ttft = _prefill(model, w, d, r, tp, precision, weights, t_offload)
+    parts = {"gemm": step.gemm, "attention": step.attention, "communication": step.communication,
+             "offload": step.offload}
+    bound = _bound(step)
+    weights = _decode_weight_bytes(model, w, batch) / (tp * d.pp)
+    prefill_tps, ttft = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
     # Each request also costs its prefill: B requests of O output tokens take O decode steps plus
     # B prompt prefills (continuous batching interleaves them; their compute adds up).
     out = w.output_len
     throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
     return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
-                      step_breakdown_s={**parts, "overhead": overhead})
+                      step_breakdown_s={**parts, "overhead": step.overhead})
 
 
-def _prefill(model: ModelArch, w: Workload, d: Deployment, r: Rates, tp: int, precision: Precision,
-             weights: float, t_offload: float) -> tuple[float, float]:
+def _bound(step: _Step) -> str:
+    """What limits the step: communication or offload when they dominate; else the GEMMs' and
+    attention's side of their rooflines (memory when both read more than they compute)."""
+    parts = {"memory": step.gemm + step.attention, "communication": step.communication, "offload": step.offload}
+    return max(parts, key=lambda k: parts[k])
+
+
+def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates, tp: int,
+             precision: Precision, weights: float) -> tuple[float, float]:
     """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
-    at the family's prefill fraction of peak; TP adds two all-reduces of the prompt per layer."""
+    at the family's prefill fraction of peak (FP8 at its own GEMM share); TP adds two all-reduces
+    of the prompt per layer; weights kept off the GPU cross PCIe once per prompt (llama.cpp too:
+    it offloads large batches' CPU layers to the GPU)."""
     prompt = w.prompt_len
     p = count_params(model)
     flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
-    t = max(flops / (_peak_flops(d, precision) * r.prefill), weights / r.mem_bw)
+    rate = r.prefill * r.gemm_at(precision) / r.gemm
+    t = max(flops / (_peak_flops(d, precision) * rate), weights / r.mem_bw)
     msg = prompt * model.hidden_size * 2.0
-    t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.link_busbw, r.link_latency) + t_offload
+    t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
+    link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
+    t += off_gpu / link
     return prompt / t, t

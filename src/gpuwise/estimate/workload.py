@@ -121,6 +121,7 @@ class Deployment:
     margin: bool = False  # the guides' x2 rule for online serving, shown apart
     engine_version: str = ""  # the engine's version ('' = the newest rules in data/engines.toml)
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
+    cpu_mem_bw_gbps: float | None = None  # host memory GB/s for llama.cpp CPU layers (None: by form factor)
     extra: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -141,3 +142,6 @@ class Deployment:
         _check(self.mem_fraction is None or 0.05 <= self.mem_fraction <= 1.0,
                f"--mem-fraction must be in (0.05, 1]; got {self.mem_fraction}.",
                f"--mem-fraction 必须在 (0.05, 1] 之内，实际为 {self.mem_fraction}。")
+        _check(self.cpu_mem_bw_gbps is None or 0 < self.cpu_mem_bw_gbps <= 10_000,
+               f"--cpu-mem-bw must be between 0 and 10,000 GB/s; got {self.cpu_mem_bw_gbps}.",
+               f"--cpu-mem-bw 必须在 0 到 10,000 GB/s 之间，实际为 {self.cpu_mem_bw_gbps}。")

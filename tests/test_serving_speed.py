@@ -1,0 +1,87 @@
+"""Serving speed by phase: a decode step adds its GEMMs, attention, communication, offload and
+overhead; FP8 GEMMs have their own efficiency; llama.cpp streams each GGUF type at its own rate
+and runs --gpu-layers' CPU layers at host memory bandwidth."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuwise.estimate.links import card_rates
+from gpuwise.service import EstimateRequest, estimate_json
+
+
+def _speed(**kw: object) -> dict:
+    return estimate_json(EstimateRequest(**kw))["speed"]  # type: ignore[arg-type]
+
+
+def test_a_decode_step_is_the_sum_of_its_parts() -> None:
+    s = _speed(model="llama-3.1-8b", card="h100-sxm", context=8192, concurrency=64)
+    assert set(s["step_breakdown_s"]) == {"gemm", "attention", "communication", "offload", "overhead"}
+    assert sum(s["step_breakdown_s"].values()) == pytest.approx(s["tpot_s"], rel=1e-4)
+
+
+def test_long_contexts_add_attention_time_to_the_gemms_instead_of_hiding_under_them() -> None:
+    short = _speed(model="llama-3.1-8b", card="h100-sxm", context=1024, concurrency=32)
+    long = _speed(model="llama-3.1-8b", card="h100-sxm", context=32768, concurrency=32)
+    assert long["step_breakdown_s"]["gemm"] == pytest.approx(short["step_breakdown_s"]["gemm"], rel=0.01)
+    assert long["tpot_s"] - short["tpot_s"] == pytest.approx(
+        long["step_breakdown_s"]["attention"] - short["step_breakdown_s"]["attention"], rel=0.01)
+
+
+def test_fp8_gemms_run_at_their_own_share_of_the_fp8_peak() -> None:
+    from gpuwise.catalog.cards import load_cards, resolve_card
+
+    card = resolve_card("h100-sxm", load_cards([])).card
+    rates = card_rates(card)
+    assert rates.gemm_at("fp8") < rates.gemm_at("bf16")
+    # compute-bound batch: FP8 is faster than BF16, but by less than the 2x of the peaks
+    bf16 = _speed(model="llama-3.1-8b", card="h100-sxm", context=2048, output_tokens=512, concurrency=1024)
+    fp8 = _speed(model="llama-3.1-8b", card="h100-sxm", context=2048, output_tokens=512, concurrency=1024,
+                 weights="fp8")
+    assert 1.0 < bf16["step_breakdown_s"]["gemm"] / fp8["step_breakdown_s"]["gemm"] < 2.0
+
+
+def test_llama_cpp_q4_0_decodes_below_its_byte_ratio_to_f16() -> None:
+    f16 = _speed(model="llama-3.1-8b", card="rtx-4090", engine="llamacpp", weights="gguf:F16", context=1024)
+    q4 = _speed(model="llama-3.1-8b", card="rtx-4090", engine="llamacpp", weights="gguf:Q4_0", context=1024)
+    bytes_ratio = 16 / 4.5
+    assert 1.5 < q4["decode_tokens_per_s"] / f16["decode_tokens_per_s"] < bytes_ratio * 0.8
+
+
+def test_gpu_layers_run_the_rest_on_the_cpu_at_host_memory_bandwidth() -> None:
+    base: dict[str, object] = {"model": "llama-3.1-8b", "card": "rtx-4050-laptop", "engine": "llamacpp",
+                               "weights": "gguf:Q4_K_M", "context": 4096, "gpu_layers": 20}
+    slow = _speed(**base, cpu_mem_bw=40.0)
+    fast = _speed(**base, cpu_mem_bw=80.0)
+    assert slow["step_breakdown_s"]["offload"] == pytest.approx(2 * fast["step_breakdown_s"]["offload"], rel=1e-3)
+    est = estimate_json(EstimateRequest(**base, cpu_mem_bw=40.0))  # type: ignore[arg-type]
+    cpu_bytes = est["host"]["cpu_ram"]
+    assert slow["step_breakdown_s"]["offload"] == pytest.approx(cpu_bytes / 40e9, rel=1e-3)
+    all_gpu = _speed(**{**base, "gpu_layers": None, "model": "llama-3.2-3b"})
+    assert all_gpu["step_breakdown_s"]["offload"] == 0.0
+
+
+MOE = ["qwen3-30b-a3b", "mixtral-8x7b", "qwen3-235b-a22b"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(model=st.sampled_from(MOE), concurrency=st.integers(1, 512), context=st.integers(256, 32768),
+       offload_gb=st.floats(0.0, 60.0), engine=st.sampled_from(["vllm", "llamacpp"]),
+       gpu_layers=st.one_of(st.none(), st.integers(0, 48)), card=st.sampled_from(["rtx-4090", "h100-sxm"]))
+def test_no_time_term_is_ever_negative_or_infinite(model: str, concurrency: int, context: int, offload_gb: float,
+                                                   engine: str, gpu_layers: int | None, card: str) -> None:
+    kw: dict[str, object] = {"model": model, "card": card, "concurrency": concurrency, "context": context,
+                             "engine": engine, "offload": "cpu"}
+    if engine == "vllm":
+        kw["cpu_offload_gb"] = offload_gb
+    else:
+        kw.update(weights="gguf:Q4_K_M", gpu_layers=gpu_layers)
+    s = _speed(**kw)
+    for name, seconds in s["step_breakdown_s"].items():
+        assert math.isfinite(seconds) and seconds >= 0, (name, seconds)
+    for key in ("decode_tokens_per_s", "throughput_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "tpot_s"):
+        assert math.isfinite(s[key]) and s[key] > 0, key
