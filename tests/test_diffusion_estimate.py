@@ -180,3 +180,16 @@ def test_cli_estimate_json_and_chinese() -> None:
 def test_cli_bad_flag_value_is_an_error_not_a_traceback() -> None:
     code, out = _cli("estimate", "flux.1-dev", "--card", "4090", "--offload", "sequentail", "--lang", "en")
     assert code == 2 and "Traceback" not in out
+
+
+def test_cli_model_shows_a_pipeline_and_the_list_names_them() -> None:
+    code, out = _cli("model", "wan2.2-t2v-a14b", "--lang", "en")
+    assert code == 0 and "transformer_2" in out and "UMT5EncoderModel" in out
+    code, out = _cli("model", "--list", "--json")
+    ids = {p["id"] for p in json.loads(out)["presets"]}
+    assert {"sdxl", "flux.1-dev", "hunyuanvideo", "qwen3-8b"} <= ids
+
+
+def test_a_typo_suggests_the_diffusion_preset() -> None:
+    code, out = _cli("estimate", "flux-dvv", "--card", "4090", "--lang", "en")
+    assert code == 2 and "flux.1-dev" in out

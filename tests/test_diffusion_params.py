@@ -151,3 +151,26 @@ def test_an_unknown_single_file_says_which_layouts_it_knows(tmp_path: Path) -> N
     with pytest.raises(DataError) as err:
         load_single_file(path)
     assert "Flux" in err.value.message.en and err.value.hint is not None
+
+
+def test_a_gguf_denoiser_is_summed_from_its_tensor_table(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path = tmp_path / "flux1-dev-Q8_0.gguf"
+    writer = gguf.GGUFWriter(str(path), "flux")
+    block = np.zeros((64, 256 // 32 * 34), dtype=np.uint8)  # Q8_0: 32 weights in 34 bytes
+    writer.add_tensor("double_blocks.0.img_attn.qkv.weight", block, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("single_blocks.0.linear1.weight", block, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("guidance_in.in_layer.bias", np.zeros(256, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    m = load_single_file(path)
+    assert m.denoiser.stored_bytes == 2 * block.nbytes + 256 * 4 and m.denoiser.stored_dtype == "Q8_0"
+    assert m.denoiser.params == load_preset("flux.1-dev").denoiser.params  # quantized: counted from the config
+    from gpuwise.diffusion.job import ImageJob
+    from gpuwise.diffusion.memory import precision_of
+
+    assert precision_of(m, m.denoiser, ImageJob(1024, 1024)) == "gguf:Q8_0"

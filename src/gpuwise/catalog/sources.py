@@ -59,4 +59,6 @@ def load_model(src: str, *, hub: Hub = "auto", revision: str | None = None) -> M
         from gpuwise.catalog.hub import arch_from_hf
 
         return arch_from_hf(src, revision=revision)
-    raise unknown_name(Text("model", "模型"), src, preset_names(), "gpuwise model --list")
+    from gpuwise.diffusion.loader import preset_ids  # image and video pipelines too
+
+    raise unknown_name(Text("model", "模型"), src, preset_names() + preset_ids(), "gpuwise model --list")

@@ -116,3 +116,29 @@ def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:
         c.print("[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
         for x in r["rejected"]:
             c.print(f"  {escape(x['card'])}: " + escape("; ".join(x["reasons_zh" if zh else "reasons"])))
+
+
+def render_diffusion_model(s: dict[str, Any], lang: Lang) -> None:
+    """`gpuwise model` for a diffusion pipeline: each component with its class and count."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    zh = lang == "zh"
+    c = Console(highlight=False)
+    roles = {"text_encoder": ("text encoder", "文本编码器"), "denoiser": ("denoiser", "去噪模型"), "vae": ("VAE", "VAE")}
+    t = Table(title=escape(f"{s['name']} ({s['task']}, {s['cfg']} guidance)"))
+    for en, zh_head in (("component", "组件"), ("class", "类"), ("role", "作用")):
+        t.add_column(zh_head if zh else en)
+    t.add_column("参数量" if zh else "params", justify="right")
+    for comp in s["components"]:
+        approx = " ≈" if comp["approximate"] else ""
+        t.add_row(comp["name"], comp["class"], roles[comp["role"]][1 if zh else 0], f"{comp['params']:,}{approx}")
+    t.add_row("[bold]" + ("合计" if zh else "total") + "[/]", "", "", f"[bold]{s['params_total']:,}[/]")
+    c.print(t)
+    for p in s["published"]:
+        kind = ("精确" if zh else "exact") if p["exact"] else ("名义" if zh else "nominal")
+        c.print(f"[dim]{'公开' if zh else 'published'} {p['component']}: {p['params']:,} ({kind}) — "
+                f"{escape(p['source'])}[/]")
+    for note in s.get("notes_zh" if zh else "notes", []):
+        c.print("[yellow]![/] " + escape(note))

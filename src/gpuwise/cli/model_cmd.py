@@ -24,9 +24,12 @@ HubOpt = Annotated[str, typer.Option("--hub", help="Where hub ids are looked up:
 
 def list_presets() -> dict[str, Any]:
     from gpuwise.catalog.presets import all_presets
+    from gpuwise.diffusion.loader import load_preset, preset_ids
 
+    images = [load_preset(i) for i in preset_ids()]  # image and video pipelines (gpuwise.diffusion)
     return {"schema_version": 1, "presets": [
-        {"id": p.id, "hf_id": p.hf_id, "published_params": p.published_params} for p in all_presets()]}
+        {"id": p.id, "hf_id": p.hf_id, "published_params": p.published_params} for p in all_presets()] + [
+        {"id": m.id, "hf_id": m.hf_id, "published_params": m.params_total, "kind": "diffusion"} for m in images]}
 
 
 _KINDS = {"full": ("full attention", "全注意力"), "sliding": ("sliding window", "滑动窗口"),
@@ -68,6 +71,11 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
 
     zh = lang == "zh"
     console = Console(highlight=False)
+    if s.get("kind") == "diffusion":  # an image or video pipeline
+        from gpuwise.cli.image_cmd import render_diffusion_model
+
+        render_diffusion_model(s, lang)
+        return
     if "presets" in s:
         rows = [[p["id"], p["hf_id"], fmt_count(p["published_params"])] for p in s["presets"]]
         cols = [Column(Text("id", "id")), Column(Text("Hugging Face id", "Hugging Face id"), keep=1),

@@ -110,7 +110,8 @@ def _model(folder: Path, meta: dict[str, Any], source: str) -> DiffusionModel:
                           float(d["guidance"]), int(d.get("fps", 0))),
         latent=Latent(int(lat["spatial"]), int(lat["temporal"]), tuple(int(x) for x in lat["patch"])),  # type: ignore[arg-type]
         text_tokens={str(k): int(v) for k, v in meta.get("text_tokens", {}).items()},
-        cfg=meta.get("cfg", "batched"), published=_published(meta.get("published", [])), notes=notes)
+        cfg=meta.get("cfg", "batched"), published=_published(meta.get("published", [])), notes=notes,
+        hf_id=str(meta.get("hf_id", "")))
 
 
 @functools.cache
@@ -156,7 +157,7 @@ def load_folder(folder: Path) -> DiffusionModel:
     base = load_preset(family)
     name = clean_text(folder.resolve().name) or "diffusers folder"
     meta = _read(PRESETS_DIR / family / "gpuwise.json", "gpuwise.json")
-    model = _model(folder, {**meta, "id": name, "name": name, "published": []}, str(folder))
+    model = _model(folder, {**meta, "id": name, "name": name, "published": [], "hf_id": ""}, str(folder))
     note = Text(f"Geometry and defaults (latent layout, steps, guidance) are those of the {base.name} preset.",
                 f"几何与默认值（潜空间布局、步数、引导）取自 {base.name} 预设。")
     return DiffusionModel(**{**model.__dict__, "notes": model.notes + (note,)})

@@ -66,6 +66,8 @@ def precision_of(model: DiffusionModel, comp: Component, job: ImageJob) -> str:
         chosen = "auto"
     if chosen != "auto":
         return chosen
+    if f"gguf:{comp.stored_dtype}" in constants()["precision"]:  # a GGUF file's main ggml type
+        return f"gguf:{comp.stored_dtype}"
     return {"F8_E4M3": "fp8", "F8_E5M2": "fp8", "F32": "fp32", "F16": "fp16"}.get(comp.stored_dtype, "bf16")
 
 

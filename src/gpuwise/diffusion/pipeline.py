@@ -85,6 +85,7 @@ class DiffusionModel:
     cfg: CfgMode = "batched"
     published: tuple[Published, ...] = ()
     notes: tuple[Text, ...] = ()
+    hf_id: str = ""  # the Hugging Face repository of the diffusers layout
 
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)

@@ -134,14 +134,7 @@ def diffusion_plan_json(req: Any, cards: list[Any], excluded: dict[str, Text]) -
 
 
 def _repo_of(model: DiffusionModel, src: str) -> str:
-    from gpuwise.diffusion.loader import PRESETS_DIR, find_diffusion_preset
-
-    preset = find_diffusion_preset(src)
-    if preset is None:
-        return src
-    import json
-
-    return str(json.loads((PRESETS_DIR / preset / "gpuwise.json").read_text(encoding="utf-8")).get("hf_id") or src)
+    return model.hf_id or src
 
 
 def diffusion_emit_json(req: Any, target: str, cards: list[Any], excluded: dict[str, Text]) -> dict[str, Any]:
