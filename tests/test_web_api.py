@@ -127,7 +127,7 @@ def test_an_unknown_card_is_a_400_with_suggestions_in_both_languages(client: Any
 def test_a_negative_context_is_refused_with_the_bounds(client: Any) -> None:
     r = client.get("/api/estimate?model=llama-3.1-8b&card=4090&context=-1")
     assert 400 <= r.status_code < 500
-    assert "context" in r.json()["message"] and "4,194,304" in r.json()["message"]
+    assert "context" in r.json()["message"] and "134,217,728" in r.json()["message"]
 
 
 @pytest.mark.parametrize("query", ["context=abc", "concurrency=1e9", "gpus=0", "context=1.5",

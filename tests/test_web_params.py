@@ -37,7 +37,7 @@ def test_dashes_underscores_and_aliases_name_the_same_parameter() -> None:
 
 
 def test_values_are_typed_and_bounded() -> None:
-    with pytest.raises(InputError, match="between 1 and 4,194,304"):
+    with pytest.raises(InputError, match="from 1 to 134,217,728"):
         parse([("model", "7b"), ("context", "0")], SPEC)
     with pytest.raises(InputError, match="whole number"):
         parse([("model", "7b"), ("context", "2.5")], SPEC)

@@ -6,10 +6,9 @@ typo in `~/.config/gpuwise/cards.toml` reads as a sentence, never as a traceback
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,23 +52,30 @@ def data_error(path: Path | str, where: Text, en: str, zh: str) -> DataError:
                                "请修改或删除该文件；格式见 docs/data-schema.md。"))
 
 
+MAX_DATA_FILE_BYTES = 16 * 2**20  # the shipped cards.toml is under 200 KiB; a price export a few MiB
+
+
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse one TOML data file and check its schema_version."""
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except OSError as exc:
-        raise DataError(Text(f"Cannot read data file {path}: {exc.strerror or exc}.",
-                             f"无法读取数据文件 {path}：{exc.strerror or exc}。")) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(Text(f"{path} is not valid TOML: {exc}.",
-                             f"{path} 不是合法的 TOML：{exc}。")) from exc
+    """Parse one TOML data file (bounded: gpuwise.safefile) and check its schema_version.
+
+    `nan` and `inf` are refused: no field of a data file means "not a number"."""
+    from gpuwise.safefile import read_bytes
+
+    raw = read_bytes(path, MAX_DATA_FILE_BYTES, Text("data file", "数据文件"))
+    doc = loads_data_toml(raw, path)
     version = doc.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise data_error(path, Text("schema_version", "schema_version"),
                          f"gpuwise reads schema_version {SCHEMA_VERSION}, the file says {version!r}.",
                          f"gpuwise 只读取 schema_version {SCHEMA_VERSION}，文件中为 {version!r}。")
     return doc
+
+
+def loads_data_toml(raw: bytes | str, path: Path | str) -> dict[str, Any]:
+    """TOML text of a data file, bounded in depth and number length, NaN and infinity refused."""
+    from gpuwise.safefile import loads_toml
+
+    return loads_toml(raw, path)
 
 
 def table_rows(doc: Mapping[str, Any], key: str, path: Path, allowed: set[str]) -> list[Any]:
@@ -134,6 +140,9 @@ def _check_value(value: Any, spec: FieldSpec, *, path: Path, where: Text, name: 
         raise data_error(path, here, f"must be {want.en}, got {value!r}.",
                          f"应为{want.zh}，实际为 {value!r}。")
     number = isinstance(converted, (int, float)) and not isinstance(converted, bool)
+    if number and isinstance(converted, float) and not math.isfinite(converted):
+        raise data_error(path, here, f"must be a finite number, got {value!r}.",
+                         f"应为有限的数值，实际为 {value!r}。")
     if number and (converted < 0 or (spec.positive and converted == 0)):
         bound = "greater than 0" if spec.positive else "0 or more"
         bound_zh = "大于 0" if spec.positive else "不小于 0"
@@ -169,15 +178,8 @@ def is_as_of(value: str) -> bool:
 
 
 def read_json_object(path: Path, max_bytes: int, what: str) -> dict[str, Any]:
-    """A JSON object from a local file no larger than `max_bytes`; anything else is a DataError."""
-    if path.stat().st_size > max_bytes:
-        limit = f"{max_bytes / 2**20:g} MiB"
-        raise DataError(Text(f"{path} is larger than {limit}: not a {what}.",
-                             f"{path} 超过 {limit}，不是 {what}。"))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(Text(f"{path} is not valid JSON: {exc}.", f"{path} 不是合法的 JSON：{exc}。")) from exc
-    if not isinstance(data, dict):
-        raise DataError(Text(f"{path} is not a JSON object.", f"{path} 不是 JSON 对象。"))
-    return data
+    """A JSON object from a local regular file of at most `max_bytes` (counted while reading),
+    bounded in depth and number length; anything else is a DataError naming the file."""
+    from gpuwise.safefile import read_json_object as read_bounded
+
+    return read_bounded(path, max_bytes, what)

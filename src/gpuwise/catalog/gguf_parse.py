@@ -11,6 +11,7 @@ versions 2 and 3); the ggml type sizes come from the `gguf` package (GGML_QUANT_
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,9 +226,11 @@ def _alignment(cur: _Cursor, fields: dict[str, Any]) -> int:
 
 def read_gguf_header(path: Path, sizes: dict[int, tuple[int, int]]) -> GGUFHeader:
     """Metadata and tensor infos of the GGUF file at `path`; `sizes`: ggml type id -> (block, bytes)."""
+    from gpuwise.safefile import open_regular
+
     try:
-        with path.open("rb") as fh:
-            if path.stat().st_size < 24:
+        with open_regular(path) as fh:  # a FIFO, device or folder is refused, never waited on
+            if os.fstat(fh.fileno()).st_size < 24:
                 raise _bad(path, "it is shorter than a GGUF header (24 bytes)", "文件短于 GGUF 头部（24 字节）")
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return _parse(_Cursor(buf, path), sizes)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import json
 import os
 import sys
 import urllib.error
@@ -24,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuwise.catalog._datafile import read_json_object
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.hf_config import arch_from_config
 from gpuwise.catalog.safetensors_header import (
@@ -283,7 +283,7 @@ def _ms_checkpoint_bytes(model_id: str, revision: str) -> tuple[int, Text]:
                  HubApi().get_model_files(model_id, revision=revision, recursive=True)}
         if "model.safetensors.index.json" in files:
             path = model_file_download(model_id, "model.safetensors.index.json", revision=revision)
-            total = json.loads(Path(path).read_text(encoding="utf-8"))["metadata"]["total_size"]
+            total = read_json_object(Path(path), 64 * 2**20, "safetensors index")["metadata"]["total_size"]
             if isinstance(total, int) and total > 0:
                 return total, Text("Stored bytes from the safetensors index (total_size).",
                                    "存储字节数取自 safetensors 索引（total_size）。")

@@ -8,7 +8,7 @@ optional "__metadata__" map. Every defect becomes a DataError that names the fil
 
 from __future__ import annotations
 
-import json
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -149,27 +149,36 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
     """The decoded JSON header of one .safetensors file and the size of the data after it.
 
     Only the header is read."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
+    from gpuwise.safefile import loads_json, open_regular
+
+    with open_regular(path) as fh:  # a FIFO, device or folder is refused, never waited on
+        try:
+            size = os.fstat(fh.fileno()).st_size  # a regular file's own size: the data after the header
             prefix = fh.read(8)
-            if len(prefix) < 8:
-                raise _bad(str(path), "shorter than the 8-byte header length", "短于 8 字节的头部长度")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES:
-                raise _bad(str(path), f"header length {length} is absurd (limit {MAX_HEADER_BYTES})",
-                           f"头部长度 {length} 不合理（上限 {MAX_HEADER_BYTES}）")
-            if 8 + length > size:
-                raise _bad(str(path), f"header of {length} bytes runs past the end of the {size}-byte file",
-                           f"{length} 字节的头部超出了 {size} 字节的文件末尾")
-            raw = fh.read(length)
-    except OSError as exc:
-        raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                             f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+        except OSError as exc:
+            raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
+                                 f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+        if len(prefix) < 8:
+            raise _bad(str(path), "shorter than the 8-byte header length", "短于 8 字节的头部长度")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > MAX_HEADER_BYTES:
+            raise _bad(str(path), f"header length {length} is absurd (limit {MAX_HEADER_BYTES})",
+                       f"头部长度 {length} 不合理（上限 {MAX_HEADER_BYTES}）")
+        if 8 + length > size:
+            raise _bad(str(path), f"header of {length} bytes runs past the end of the {size}-byte file",
+                       f"{length} 字节的头部超出了 {size} 字节的文件末尾")
+        try:
+            raw = fh.read(length)  # at most MAX_HEADER_BYTES, checked above
+        except OSError as exc:
+            raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
+                                 f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+        if len(raw) < length:
+            raise _bad(str(path), "truncated inside the header", "头部被截断")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(str(path), f"the header is not UTF-8 JSON ({exc})", f"头部不是 UTF-8 JSON（{exc}）") from exc
+        header = loads_json(raw, "header")  # bounded depth and number length; NaN refused
+    except DataError as exc:
+        raise _bad(str(path), f"the header is not UTF-8 JSON ({exc.message.en})",
+                   f"头部不是 UTF-8 JSON（{exc.message.zh}）") from exc
     if not isinstance(header, dict):
         raise _bad(str(path), "the header is not a JSON object", "头部不是 JSON 对象")
     return header, size - 8 - length

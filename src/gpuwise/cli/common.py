@@ -63,6 +63,22 @@ def run_command(json_out: bool, lang_flag: str | None,
         render(result, lang)
 
 
+def run_command_with_status(json_out: bool, lang_flag: str | None, compute: Callable[[], Any],
+                            render: Callable[[Any, Lang], None], status: Callable[[Any], int]) -> None:
+    """`run_command`, then exit with `status(result)` when it is not 0 (e.g. `plan` when no plan
+    meets the constraints: the answer is printed, and scripts see the failure)."""
+    kept: list[Any] = []
+
+    def keep() -> Any:
+        kept.append(compute())
+        return kept[0]
+
+    run_command(json_out, lang_flag, keep, render)
+    code = status(kept[0])
+    if code:
+        raise typer.Exit(code)
+
+
 def fmt_gib(n_bytes: float, digits: int = 2) -> str:
     return f"{n_bytes / 2**30:,.{digits}f} GiB"
 

@@ -240,9 +240,12 @@ def register(app: typer.Typer) -> None:
             run_command(json_out, lang, lambda: emit_json(None if from_file else request(), emit, from_file),
                         lambda r, lg: typer.echo(r["config"], nl=False))
             return
+        from gpuwise.cli.common import run_command_with_status
         from gpuwise.report.plot import with_plot
 
-        run_command(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save), _render_any_plan)
+        # Exit 1 when no plan meets the constraints (2 is a user error): the answer is still printed.
+        run_command_with_status(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save),
+                                _render_any_plan, lambda r: 0 if r["plans"] else 1)
 
 
 def _render_any_plan(r: dict[str, Any], lang: Lang) -> None:

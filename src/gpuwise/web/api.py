@@ -17,7 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from gpuwise import __version__
-from gpuwise.errors import GpuwiseError, InputError, SourceUnavailableError, UnknownNameError
+from gpuwise.errors import (
+    DataError,
+    GpuwiseError,
+    InputError,
+    SourceUnavailableError,
+    UnknownNameError,
+)
 from gpuwise.i18n import Text
 from gpuwise.jsonable import json_default
 from gpuwise.web import calls
@@ -119,14 +125,15 @@ class Runner:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
+    from gpuwise.safefile import loads_json
+
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(Text(f"The request body is not valid JSON: {exc}.",
-                              f"请求体不是合法的 JSON：{exc}。")) from None
+    try:  # bounded: nesting depth and number length, NaN and Infinity refused
+        data = loads_json(raw, "request body")
+    except DataError as exc:
+        raise InputError(exc.message) from None
     if not isinstance(data, dict):
         raise InputError(Text("The request body must be a JSON object.", "请求体必须是 JSON 对象。"))
     return data

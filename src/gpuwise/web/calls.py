@@ -13,7 +13,6 @@ import re
 import tempfile
 import threading
 import time
-import tomllib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise import service
-from gpuwise.errors import DataError, InputError
+from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 from gpuwise.web.params import (
     MAX_CONFIG_BYTES,
@@ -73,14 +72,9 @@ def pasted_config(text: str) -> Iterator[str]:
     if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
         raise InputError(Text("The pasted config.json is larger than 64 KiB.",
                               "粘贴的 config.json 超过 64 KiB。"))
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(Text(f"The pasted config.json is not valid JSON: {exc}.",
-                             f"粘贴的 config.json 不是合法的 JSON：{exc}。")) from exc
-    if not isinstance(data, dict):
-        raise DataError(Text("The pasted config.json is not a JSON object.",
-                             "粘贴的 config.json 不是 JSON 对象。"))
+    from gpuwise.safefile import loads_json_object
+
+    data = loads_json_object(text, "pasted config.json", "config.json")  # bounded depth and numbers
     name = _slug(str(data.get("_name_or_path") or data.get("model_type") or "pasted-config"))
     with tempfile.TemporaryDirectory(prefix="gpuwise-web-") as tmp:
         folder = Path(tmp) / name
@@ -171,10 +165,9 @@ def judge(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(text, str) or len(text) > MAX_CONFIG_BYTES:
             raise InputError(Text("'contract' must be TOML text under 64 KiB.",
                                   "“contract” 必须是 64 KiB 以内的 TOML 文本。"))
-        try:
-            contract = parse_contract(tomllib.loads(text), origin="contract")
-        except tomllib.TOMLDecodeError as exc:
-            raise DataError(Text(f"contract: not valid TOML: {exc}", f"contract：不是有效的 TOML：{exc}")) from exc
+        from gpuwise.safefile import loads_toml
+
+        contract = parse_contract(loads_toml(text, "contract"), origin="contract")
     card = coerce(Param("card", "str", True, None), body.get("card"))
     gpus = coerce(Param("gpus", "int", True, None, (1, 1024)), body.get("gpus"))
     claim = Claim(card=card, count=gpus, contract=contract)

@@ -18,23 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuwise.bounds import BOUNDS as INPUT_BOUNDS
+from gpuwise.bounds import out_of_range
 from gpuwise.errors import InputError, close_matches
 from gpuwise.i18n import Text
 
 Kind = Literal["int", "float", "bool", "str"]
 
-# Bounds per parameter, wide enough for any real workload and small enough that no request
-# computes for long or allocates without limit. The library checks finer rules itself.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "context": (1, 4_194_304), "concurrency": (1, 4096), "gpus": (1, 64), "nodes": (1, 512),
-    "tp": (0, 64), "pp": (1, 64), "top": (1, 50), "seq_len": (1, 1_048_576),
-    "micro_batch": (1, 4096), "lora_rank": (1, 4096), "zero": (0, 3),
-    "max_num_batched_tokens": (1, 1_048_576), "gpu_layers": (0, 4096),
-    "gpu_memory_utilization": (0.01, 1.0), "cpu_offload_gb": (0, 16_384),
-    "budget": (0, 1e9), "min_throughput": (0, 1e9), "max_ttft": (0, 1e6),
-    "min_tokens_per_s_per_user": (0, 1e6), "train_tokens": (0, 1e16),
-    "inter_node_gbps": (0.1, 100_000), "min_memory": (0, 100_000), "output_tokens": (1, 4_194_304),
-}
+# Bounds per parameter: the one table in gpuwise.bounds, shared with the CLI and the service.
+BOUNDS: dict[str, tuple[float, float]] = {name: (b.low, b.high) for name, b in INPUT_BOUNDS.items()}
 DEFAULT_INT_BOUNDS = (0, 1_000_000)  # a numeric field not listed above
 DEFAULT_FLOAT_BOUNDS = (0.0, 1e16)
 MAX_STR = 256  # model ids, card lists, enum words
@@ -160,25 +152,36 @@ def _bad(name: str, en: str, zh: str) -> InputError:
     return InputError(Text(f"Parameter '{name}': {en}", f"参数“{name}”：{zh}"))
 
 
+MAX_NUMBER_CHARS = 100  # digits of one number in a query or body: a 64-bit integer has 20
+
+
 def _number(p: Param, value: Any) -> int | float:
-    if isinstance(value, bool):
-        raise _bad(p.name, f"expected a number, got {value!r}.", f"应为数字，实际为 {value!r}。")
+    """A number within the parameter's bound; huge integers compare exactly (no float overflow)."""
+    if isinstance(value, (bool, dict, list)) or value is None:
+        raise _bad(p.name, f"expected a number, got {str(value)[:40]!r}.", f"应为数字，实际为 {str(value)[:40]!r}。")
     try:
         number: int | float
+        if isinstance(value, str) and len(value.strip()) > MAX_NUMBER_CHARS:
+            raise ValueError
         if p.kind == "int":
-            number = int(value) if not isinstance(value, float) or value.is_integer() else math.nan
-            if isinstance(number, float):
+            if isinstance(value, float) and not value.is_integer():
                 raise ValueError
+            number = int(value)
         else:
             number = float(value)
     except (TypeError, ValueError, OverflowError):
         want = "a whole number" if p.kind == "int" else "a number"
         raise _bad(p.name, f"expected {want}, got {str(value)[:40]!r}.",
                    f"应为{'整数' if p.kind == 'int' else '数字'}，实际为 {str(value)[:40]!r}。") from None
+    bound = INPUT_BOUNDS.get(p.name)
+    if bound is not None and p.bounds == (bound.low, bound.high):
+        if not bound.contains(number):
+            raise out_of_range(bound, value, f"Parameter '{p.name}'")
+        return number
     low, high = p.bounds or (-math.inf, math.inf)
-    if not math.isfinite(number) or not low <= number <= high:
-        raise _bad(p.name, f"must be between {_fmt(low)} and {_fmt(high)}, got {value}.",
-                   f"必须在 {_fmt(low)} 到 {_fmt(high)} 之间，实际为 {value}。")
+    if (isinstance(number, float) and not math.isfinite(number)) or not low <= number <= high:
+        raise _bad(p.name, f"must be between {_fmt(low)} and {_fmt(high)}, got {str(value)[:40]}.",
+                   f"必须在 {_fmt(low)} 到 {_fmt(high)} 之间，实际为 {str(value)[:40]}。")
     return number
 
 

@@ -1,0 +1,169 @@
+"""The bounds of every number a user gives, defined once (CLI flags, web parameters, Python API).
+
+Each bound names the request field, the flag that sets it, the kind (whole number or number),
+and the closed range; every value must also be finite. `check_value` refuses one value with
+a bilingual message naming the flag and the valid range; `check_request` checks every bounded
+field of a service request (`service.EstimateRequest`, `service.PlanRequest`) and the
+relations between them (tensor x pipeline parallel degrees within the GPUs).
+
+The ranges are wide enough for any real job and small enough that nothing absurd is computed:
+the estimate library keeps its own finer rules (an output shorter than the context, a
+context within the model's maximum).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuwise.errors import InputError
+from gpuwise.i18n import Text
+
+Kind = Literal["int", "float"]
+MAX_TOKENS = 1 << 27  # estimate.workload.MAX_TOKENS: 134 M tokens, above any model's context
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One input's type and closed range [low, high]; `low_open` makes it (low, high]."""
+
+    field: str
+    kind: Kind
+    low: float
+    high: float
+    low_open: bool = False
+    flag: str = ""  # the CLI flag; default --field-with-dashes
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.field.replace("_", "-")
+
+    def range_text(self) -> Text:
+        low, high = _fmt(self.low), _fmt(self.high)
+        if self.low_open:
+            return Text(f"greater than {low} and at most {high}", f"大于 {low} 且不超过 {high}")
+        what = ("a whole number", "整数") if self.kind == "int" else ("a number", "数值")
+        return Text(f"{what[0]} from {low} to {high}", f"{low} 到 {high} 之间的{what[1]}")
+
+    def contains(self, value: float) -> bool:
+        """Exact comparison, also for integers too large for a float."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+
+def _b(field: str, kind: Kind, low: float, high: float, *, low_open: bool = False, flag: str = "") -> Bound:
+    return Bound(field, kind, low, high, low_open, flag)
+
+
+# One row per input. The CLI, the web API (web/params.py) and the service read this table.
+BOUNDS: dict[str, Bound] = {b.field: b for b in (
+    _b("gpus", "int", 1, 4096),  # per node; estimate.workload.Deployment allows 4096
+    _b("nodes", "int", 1, 4096),
+    _b("tp", "int", 0, 4096),  # 0: all the GPUs for serving, 1 for training
+    _b("pp", "int", 1, 4096),
+    _b("replicas", "int", 1, 4096),
+    _b("zero", "int", 0, 3),
+    _b("context", "int", 1, MAX_TOKENS),
+    _b("concurrency", "int", 1, 1 << 20),
+    _b("output_tokens", "int", 1, MAX_TOKENS),
+    _b("max_num_batched_tokens", "int", 1, MAX_TOKENS),
+    _b("seq_len", "int", 1, MAX_TOKENS),
+    _b("micro_batch", "int", 1, 1 << 16),
+    _b("grad_accum", "int", 1, 1 << 20),
+    _b("global_batch", "int", 1, 1 << 20),
+    _b("lora_rank", "int", 1, 1 << 16),
+    _b("gpu_layers", "int", 0, 1 << 16),  # llama.cpp -ngl; 999 is the usual "all layers"
+    _b("top", "int", 1, 50),
+    _b("gpu_memory_utilization", "float", 0.05, 1.0),
+    _b("cpu_offload_gb", "float", 0, 1 << 20),
+    _b("budget", "float", 0, 1e12),
+    _b("min_throughput", "float", 0, 1e12),
+    _b("max_ttft", "float", 0, 1e6, low_open=True),
+    _b("min_tokens_per_s_per_user", "float", 0, 1e9),
+    _b("train_tokens", "float", 0, 1e18, low_open=True, flag="--tokens"),
+    _b("inter_node_gbps", "float", 0, 1e6, low_open=True),
+    _b("min_memory", "float", 0, 1e6),
+)}
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value) if not isinstance(value, int) else \
+        (str(value) if value.bit_length() < 200 else f"a {len(str(abs(value)))}-digit number")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def out_of_range(bound: Bound, value: Any, label: str | None = None) -> InputError:
+    """The standard refusal: names the flag (or `label`) and the valid range."""
+    name = label or bound.flag_name
+    rng = bound.range_text()
+    return InputError(Text(f"{name} must be {rng.en}; got {_shown(value)}.",
+                           f"{name} 必须是{rng.zh}，实际为 {_shown(value)}。"))
+
+
+def check_value(field: str, value: object, label: str | None = None) -> float:
+    """`value` as the field's kind, within its bound; anything else is an InputError."""
+    bound = BOUNDS[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise out_of_range(bound, value, label)
+    if bound.kind == "int" and isinstance(value, float):
+        if not value.is_integer():
+            raise out_of_range(bound, value, label)
+        value = int(value)
+    if not bound.contains(value):
+        raise out_of_range(bound, value, label)
+    return value
+
+
+def check_fields(obj: Any) -> None:
+    """Every bounded field of a request object that is set (not None)."""
+    for field, bound in BOUNDS.items():
+        value = getattr(obj, field, None)
+        if value is not None:
+            check_value(bound.field, value)
+
+
+def _relation(ok: bool, en: str, zh: str) -> None:
+    if not ok:
+        raise InputError(Text(en, zh))
+
+
+def check_parallelism(gpus: int, nodes: int, tp: int, pp: int) -> None:
+    """Tensor x pipeline parallel degrees must fit in the GPUs (all nodes together)."""
+    total = gpus * nodes
+    split = max(tp, 1) * pp
+    _relation(split <= total,
+              f"--tp {tp} x --pp {pp} needs {split:,} GPUs, more than --gpus {gpus} x --nodes {nodes} "
+              f"= {total:,}: lower --tp/--pp or raise --gpus.",
+              f"--tp {tp} × --pp {pp} 需要 {split:,} 张卡，超过 --gpus {gpus} × --nodes {nodes} = {total:,}："
+              "请降低 --tp/--pp 或增加 --gpus。")
+
+
+def check_layers(pp: int, num_layers: int, model_name: str) -> None:
+    """Each pipeline stage holds at least one layer."""
+    _relation(pp <= num_layers,
+              f"--pp {pp} is more pipeline stages than {model_name}'s {num_layers} layers.",
+              f"--pp {pp} 的流水线级数超过了 {model_name} 的层数 {num_layers}。")
+
+
+def check_request(req: Any) -> None:
+    """The bounded fields of an EstimateRequest or PlanRequest, then their relations."""
+    check_fields(req)
+    if hasattr(req, "tp"):
+        check_parallelism(req.gpus, req.nodes, req.tp, req.pp)
+    output_tokens = getattr(req, "output_tokens", None)
+    if output_tokens is not None:
+        _relation(output_tokens < req.context,
+                  f"--output-tokens {output_tokens:,} must be smaller than --context {req.context:,} "
+                  "(the context holds the prompt and the output).",
+                  f"--output-tokens {output_tokens:,} 必须小于 --context {req.context:,}（上下文包含提示与输出）。")
+
+
+__all__ = ["BOUNDS", "Bound", "check_fields", "check_layers", "check_parallelism", "check_request",
+           "check_value", "out_of_range"]
