@@ -85,3 +85,20 @@ def test_no_time_term_is_ever_negative_or_infinite(model: str, concurrency: int,
         assert math.isfinite(seconds) and seconds >= 0, (name, seconds)
     for key in ("decode_tokens_per_s", "throughput_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "tpot_s"):
         assert math.isfinite(s[key]) and s[key] > 0, key
+
+
+@pytest.mark.parametrize("card,gpus,path", [
+    ("h100-sxm", 8, "nvls"), ("rtx-3090", 2, "nvlink-bridge"), ("rtx-3090", 4, "nvlink-bridge-pairs-over-pcie"),
+    ("rtx-4090", 2, "pcie-host-bounce"), ("l40s", 2, "pcie-p2p"), ("h100-sxm", 1, "none")])
+def test_the_estimate_names_the_collective_path_and_bandwidth_it_assumed(card: str, gpus: int, path: str) -> None:
+    s = _speed(model="qwen2.5-14b", card=card, gpus=gpus, weights="int4", context=4096)
+    assert s["collective_path"] == path
+    assert (s["collective_busbw_bytes_per_s"] > 0) == (gpus > 1)
+
+
+def test_a_bridge_joins_only_a_pair_so_four_cards_ring_over_pcie() -> None:
+    two = _speed(model="qwen2.5-14b", card="rtx-3090", gpus=2, weights="int4", context=4096)
+    four = _speed(model="qwen2.5-14b", card="rtx-3090", gpus=4, weights="int4", context=4096)
+    geforce = _speed(model="qwen2.5-14b", card="rtx-4090", gpus=4, weights="int4", context=4096)
+    assert four["collective_busbw_bytes_per_s"] < two["collective_busbw_bytes_per_s"] / 3
+    assert four["collective_busbw_bytes_per_s"] == pytest.approx(geforce["collective_busbw_bytes_per_s"])

@@ -204,6 +204,9 @@ def _startup_line(r: dict[str, Any], zh: bool) -> str | None:
     if not boot:
         return None
     said = " · ".join(safe(line) for line in boot["lines"])
+    link = r.get("speed") or {}
+    if link.get("collective_busbw_bytes_per_s"):  # the all-reduce bandwidth the speeds assumed
+        said += f" · all-reduce: {link['collective_path']} {link['collective_busbw_bytes_per_s'] / 1e9:.0f} GB/s"
     return (f"{boot['engine']} 启动时将打印（规则 {boot['rules']}）：{said}" if zh else
             f"{boot['engine']} would print at start-up (rules {boot['rules']}): {said}")
 

@@ -71,6 +71,21 @@ def _link(card: Card, gpus: int) -> tuple[float, float]:
     return pcie, links["pcie_latency_s"]
 
 
+def link_path(card: Card, gpus: int) -> str:
+    """How the GPUs of a node of `gpus` reach each other, in the words of _link/_nvls_busbw:
+    none (one GPU) | nvls (NVSwitch, NVLink SHARP all-reduce) | nvlink | nvlink-bridge-pairs-over-pcie |
+    pcie-p2p | pcie-host-bounce (no peer-to-peer: NCCL stages through host memory)."""
+    if gpus <= 1:
+        return "none"
+    if card.interconnect in ("nvlink", "nvlink-bridge", "infinity-fabric", "hccs") and card.interconnect_bw_gbps:
+        if gpus <= card.interconnect_max_gpus:
+            ring = _link(card, gpus)[0]
+            return "nvls" if _nvls_busbw(card, gpus, ring) > ring else card.interconnect
+        if card.interconnect == "nvlink-bridge":
+            return "nvlink-bridge-pairs-over-pcie"  # a bridge joins 2 (or 4) cards; the ring's slowest hop is PCIe
+    return "pcie-host-bounce" if card.pcie_p2p is False else "pcie-p2p"
+
+
 def _nvls_busbw(card: Card, gpus: int, ring: float) -> float:
     """NVLink SHARP (NVLS) all-reduce on an NVSwitch node of 2+ GPUs of a family that has it
     (Hopper NVSwitch gen 3): the switch reduces, so the busbw passes the ring figure. 0 when absent."""

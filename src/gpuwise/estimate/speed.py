@@ -19,7 +19,13 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.links import Rates, allreduce_seconds, efficiency_table, host_memory_bandwidth
+from gpuwise.estimate.links import (
+    Rates,
+    allreduce_seconds,
+    efficiency_table,
+    host_memory_bandwidth,
+    link_path,
+)
 from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
 from gpuwise.estimate.speed_train import TrainSpeed, train_speed
 from gpuwise.estimate.weights import checkpoint_format, weight_bytes
@@ -44,6 +50,8 @@ class InferSpeed:
     tpot_s: float
     bound: str  # "memory" | "compute" | "communication" | "offload"
     step_breakdown_s: dict[str, float]
+    collective_busbw_bytes_per_s: float = 0.0  # the all-reduce bus bandwidth the step assumed (0: one GPU)
+    collective_path: str = "none"  # links.link_path: nvls | nvlink | pcie-p2p | pcie-host-bounce ...
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -181,7 +189,9 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
     return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
-                      step_breakdown_s={**parts, "overhead": step.overhead})
+                      step_breakdown_s={**parts, "overhead": step.overhead},
+                      collective_busbw_bytes_per_s=r.allreduce if tp > 1 else 0.0,
+                      collective_path=link_path(d.card, tp))
 
 
 def _bound(step: _Step) -> str:
