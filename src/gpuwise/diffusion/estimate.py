@@ -45,7 +45,14 @@ class DiffusionEstimate:
         return self.memory.required <= self.usable
 
     def failure(self) -> Text | None:
-        """What the user sees when it does not fit."""
+        """What the user sees when it does not fit.
+
+        Linux: the PyTorch caching allocator raises torch.OutOfMemoryError. Windows: NVIDIA driver
+        536.40 added the "CUDA - Sysmem Fallback Policy" (default: fall back to shared system memory;
+        NVIDIA support answer 5490, "System Memory Fallback for Stable Diffusion",
+        https://nvidia.custhelp.com/app/answers/detail/a_id/5490), and Windows resets a driver whose GPU
+        work runs past TdrDelay, 2 seconds by default ("Timeout Detection and Recovery (TDR)",
+        https://learn.microsoft.com/windows-hardware/drivers/display/timeout-detection-and-recovery)."""
         if self.fits:
             return None
         phase = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"),
