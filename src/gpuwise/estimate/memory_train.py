@@ -185,8 +185,12 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
                           nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
         optimizer, weights = 0.0, weights if d.zero < 3 else 0.0
     gather = 0.0
-    if d.zero == 3 and dp > 1 or fw.fp32_sharded_params and not peft:  # FSDP2 unshards bf16 per layer
-        gather = 2 * (counts.total - counts.embedding) / model.num_layers * 2.0 / tp
+    if d.zero == 3 and dp > 1 or fw.fp32_sharded_params and not peft:  # FSDP unshards two layers at a time
+        # in the dtype it stores: bf16, or for QLoRA the packed 4-bit base with its scales (torchao's
+        # NF4Tensor all-gathers its packed data under FSDP2: pytorch/ao torchao/dtypes/nf4tensor.py
+        # fsdp_pre_all_gather; bitsandbytes' FSDP-QLoRA stores the packed weights in bf16 containers)
+        per_param = weight_bytes(model, "nf4").total / counts.total if w.task == "qlora" else 2.0
+        gather = 2 * (counts.total - counts.embedding) / model.num_layers * per_param / tp
     head = 0.0 if peft or w.optimizer_in_backward else model.vocab_size * model.hidden_size * p.grad / split / z2
     return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
                    gradients=grad_elems * p.grad / split / z2, optimizer=optimizer, gather=gather,
