@@ -138,3 +138,55 @@ def test_the_page_is_usable_at_phone_width(browser: Any, base: str) -> None:
     assert pg.locator("#submit").bounding_box()["width"] > 300
     shot(pg, "web-phone-zh.png")
     context.close()
+
+
+# Elements whose content must not run past their box: every table cell, verdict and chart.
+OVERFLOW_JS = """() => {
+  const bad = [];
+  const doc = document.documentElement;
+  if (doc.scrollWidth > window.innerWidth) bad.push(`page ${doc.scrollWidth} > ${window.innerWidth}`);
+  for (const el of document.querySelectorAll('.scroll, .verdict, .chart, td, th, .config-head')) {
+    if (el.scrollWidth > el.clientWidth + 1) bad.push(`${el.tagName}.${el.className} #${el.id}: ${el.scrollWidth} > ${el.clientWidth}`);
+  }
+  return bad;
+}"""
+PLAN_URL = "/?model=llama-3.1-8b&context=8192&concurrency=8&card=4090&gpus=1"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 800)])
+def test_the_answer_is_on_the_first_screen_and_nothing_overflows(browser: Any, base: str, lang: str,
+                                                                 width: int, height: int) -> None:
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1,
+                                  locale="zh-CN" if lang == "zh" else "en-US")
+    pg = context.new_page()
+    pg.goto(f"{base}{PLAN_URL}&lang={lang}")
+    charts_drawn(pg)
+    verdict = pg.locator("#verdict").bounding_box()
+    estimate = pg.locator("#estimate-verdict").bounding_box()
+    assert estimate["y"] < height and verdict["y"] < height, (estimate, verdict)  # on the first screen
+    assert pg.evaluate(OVERFLOW_JS) == []
+    if width < 640:  # phones: the plans are stacked cards, not a table wider than the screen
+        assert pg.locator("#plans thead").evaluate("e => getComputedStyle(e).display") == "none"
+        assert pg.locator("#plans tbody tr").first.bounding_box()["width"] <= width
+    shot(pg, f"web-{lang}-{width}px.png")
+    context.close()
+
+
+def test_fixes_on_the_page_are_words_with_the_flag_only_as_a_hint(page: Any, base: str) -> None:
+    page.goto(base + "/?model=llama-3.1-70b&card=4090&lang=en")
+    page.wait_for_selector("#estimate-verdict ul.fixes li", timeout=WAIT_MS)
+    item = page.locator("#estimate-verdict ul.fixes li").first
+    words = item.evaluate("li => li.firstChild.textContent.trim()")
+    assert words and "--" not in words
+    assert item.locator(".hint code").inner_text().startswith("--")
+
+
+def test_the_cost_speed_chart_marks_the_frontier_and_its_labels_do_not_collide(page: Any, base: str) -> None:
+    page.goto(base + "/?model=llama-3.1-8b&concurrency=16&top=8&lang=en")
+    charts_drawn(page)
+    sets = page.evaluate("""() => { const c = Chart.getChart('scatter-chart');
+      return c.data.datasets.map(d => ({type: d.type || 'scatter', n: d.data.length})); }""")
+    assert sets[0]["type"] == "line" and sets[1]["n"] >= 1  # the frontier, drawn and marked
+    assert sets[1]["n"] + sets[2]["n"] >= 2
+    shot(page, "web-scatter-en.png")

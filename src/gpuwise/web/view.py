@@ -51,23 +51,48 @@ def _speed_value(speed: dict[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def speed_text(speed: dict[str, Any] | None, L: dict[str, str]) -> str:
+def speed_parts(speed: dict[str, Any] | None, L: dict[str, str]) -> list[str]:
+    """The speed as short pieces the page may wrap between (never inside one)."""
     if not speed:
-        return "–"
+        return ["–"]
     if "throughput_tokens_per_s" in speed:
-        return f"{num(speed['throughput_tokens_per_s'])} tok/s · TTFT {num(speed.get('ttft_s'), 2)} s"
-    return f"{num(speed.get('tokens_per_s'))} tok/s · MFU {100 * float(speed.get('mfu') or 0):.0f}%"
+        return [L["per_user"].format(v=num(speed.get("decode_tokens_per_s"))),
+                L["all_users"].format(v=num(speed["throughput_tokens_per_s"])),
+                L["ttft"].format(v=num(speed.get("ttft_s"), 2))]
+    return [f"{num(speed.get('tokens_per_s'))} tok/s", f"MFU {100 * float(speed.get('mfu') or 0):.0f}%"]
 
 
-def cost_text(cost: dict[str, Any] | None) -> str:
+def speed_text(speed: dict[str, Any] | None, L: dict[str, str]) -> str:
+    return " · ".join(speed_parts(speed, L))
+
+
+def cost_parts(cost: dict[str, Any] | None, L: dict[str, str]) -> list[str]:
     if not cost:
-        return "–"
+        return ["–"]
     cur = "元" if cost.get("currency") == "CNY" else cost.get("currency", "")
-    out = f"{num(cost.get('per_hour'), 2)} {cur}/h"
+    out = [f"{num(cost.get('per_hour'), 2)} {cur}/{L['hour']}"]
     if cost.get("per_million_tokens"):
-        out += f" · {num(cost['per_million_tokens'], 2)} {cur}/Mtok"
+        out.append(f"{num(cost['per_million_tokens'], 2)} {cur}/{L['mtok']}")
     if cost.get("per_run"):
-        out += f" · {num(cost['per_run'], 0)} {cur}/run"
+        out.append(f"{num(cost['per_run'], 0)} {cur}/{L['run']}")
+    return out
+
+
+def cost_text(cost: dict[str, Any] | None, L: dict[str, str]) -> str:
+    return " · ".join(cost_parts(cost, L))
+
+
+def fixes(est: dict[str, Any], lang: Lang) -> list[dict[str, str]]:
+    """Each fix in the page's words ("use 4 GPUs"), its notes, and the CLI flags as a hint only."""
+    from gpuwise.fixtext import flags_of
+
+    out = []
+    for f in est.get("fixes") or []:
+        notes = _zh(f, "notes", lang) or []
+        words = _zh(f, "text", lang) + (f" ({'; '.join(notes)})" if notes else "")
+        out.append({"words": words, "flags": flags_of(list(f["settings"].items()))})
+    if not out:  # an answer from before fixes were data: the command-line words as they are
+        out = [{"words": s, "flags": ""} for s in _zh(est, "suggestions", lang) or []]
     return out
 
 
@@ -88,7 +113,7 @@ def plan_rows(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> list[dict[
         rows.append({"rank": i, "card": p["card_name"], "card_id": p["card"], "gpus": gpus,
                      "weights": p["weights"], "parallelism": parallel_text(p.get("parallelism") or {}),
                      "memory": f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB",
-                     "speed": speed_text(p.get("speed"), L), "cost": cost_text(p.get("cost")),
+                     "speed": speed_parts(p.get("speed"), L), "cost": cost_parts(p.get("cost"), L),
                      "reasons": _zh(p, "reasons", lang) or []})
     return rows
 
@@ -98,14 +123,23 @@ def rejected_rows(plan: dict[str, Any], lang: Lang) -> list[dict[str, Any]]:
              "reasons": _zh(r, "reasons", lang) or []} for r in plan.get("rejected", [])]
 
 
+def pareto(points: list[dict[str, Any]]) -> list[bool]:
+    """Which points no other point beats on both cost (x, lower) and speed (y, higher)."""
+    return [not any(q["x"] <= p["x"] and q["y"] >= p["y"] and (q["x"] < p["x"] or q["y"] > p["y"])
+                    for q in points) for p in points]
+
+
 def scatter(plan: dict[str, Any], L: dict[str, str]) -> dict[str, Any]:
     points = []
     for i, p in enumerate(plan.get("plans", []), 1):
         y, cost = _speed_value(p.get("speed") or {}), p.get("cost") or {}
         if y is not None and cost.get("per_hour") is not None:
             points.append({"x": round(float(cost["per_hour"]), 3), "y": round(y, 1),
-                           "label": f"#{i} {p['card_name']} ×{p['gpus']} {p['weights']}"})
-    return {"title": L["scatter_chart"], "x": L["cost_axis"], "y": L["speed_axis"], "points": points}
+                           "label": f"#{i} {p['card_name']} ×{p['gpus']} {p['weights']}", "short": f"#{i}"})
+    for point, front in zip(points, pareto(points), strict=True):
+        point["front"] = front
+    return {"title": L["scatter_chart"], "x": L["cost_axis"], "y": L["speed_axis"], "points": points,
+            "front_label": L["pareto"], "other_label": L["other_plans"]}
 
 
 def _sources(est: dict[str, Any], L: dict[str, str]) -> str:
@@ -118,22 +152,24 @@ def _sources(est: dict[str, Any], L: dict[str, str]) -> str:
 
 def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[str, Any]:
     head = est["headroom_bytes"]
-    what = f"{est['model']['name']} · {est['card']} × {est['gpus']} · {est['task']}"
+    what = f"{est['model']['name']} · {est['card']} × {est['gpus']} · {L.get(est['task'], est['task'])}"
     band = (est.get("ranges") or {}).get("memory.required")
     spread = f" ({gib(band['low'])}-{gib(band['high'])})" if band else ""
     detail = (f"{gib(est['memory']['required'])}{spread} GiB {L['required']} / {gib(est['usable_bytes'])} GiB "
               f"{L['usable']} {L['per_gpu']} · " +
               (f"{L['headroom']} {gib(head)} GiB" if est["fits"] else f"{L['short_by']} {gib(-head)} GiB"))
     cap = est.get("capacity")
-    lines = [L["kv_capacity"].format(t=num(cap["kv_tokens"]), n=cap["max_concurrency"],
+    lines = [L["kv_capacity"].format(t=num(cap["kv_tokens"]), n=f"{int(cap['max_concurrency']):,}",
                                      x=num(cap["max_context"]))] if cap else []
+    if est.get("speed"):
+        lines.append(speed_text(est["speed"], L) + " · " + cost_text(est.get("cost"), L))
     lines += [*(_zh(est, "warnings", lang) or [])]
     note = _zh(est, "card_note", lang)
     lines += [note] if note else []
     lines += [_sources(est, L)] if est.get("provenance") else []
     head = L["tight"] if est.get("fit") == "tight" else L["fits"] if est["fits"] else L["no_fit"]
     return {"ok": bool(est["fits"]), "head": head, "what": what,
-            "detail": detail, "lines": lines, "fixes": _zh(est, "suggestions", lang) or []}
+            "detail": detail, "lines": lines, "fixes": fixes(est, lang)}
 
 
 def plan_verdict(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[str, Any]:
@@ -146,7 +182,7 @@ def plan_verdict(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[st
     mem = p["memory"]
     what = f"{p['gpus']} × {p['card_name']} · {p['weights']} · {parallel_text(p.get('parallelism') or {})}"
     detail = (f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB {L['per_gpu']} · "
-              f"{speed_text(p.get('speed'), L)} · {cost_text(p.get('cost'))}")
+              f"{speed_text(p.get('speed'), L)} · {cost_text(p.get('cost'), L)}")
     return {"ok": True, "head": L["best_plan"], "what": what, "detail": detail,
             "lines": _zh(p, "reasons", lang) or [], "fixes": []}
 

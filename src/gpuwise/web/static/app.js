@@ -28,23 +28,49 @@
           return c.dataset.label + ": " + (c.parsed.x || 0).toFixed(1) + " GiB"; } } } } } });
   }
 
+  /* Labels beside the points: the first free spot of right, left, above, below; inside the plot
+     area; never over another label (a label that finds no spot is left to the tooltip). */
+  function overlaps(a, b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  }
   var pointLabels = { id: "gwPointLabels", afterDatasetsDraw: function (chart) {
-    var ctx = chart.ctx, meta = chart.getDatasetMeta(0);
-    ctx.save(); ctx.font = "11px " + FONT.trim(); ctx.fillStyle = "#1d232b";
-    meta.data.forEach(function (pt, i) {
-      var raw = chart.data.datasets[0].data[i];
-      ctx.fillText(raw.label.split(" ")[0], pt.x + 8, pt.y - 6); });
+    var ctx = chart.ctx, area = chart.chartArea, placed = [];
+    ctx.save(); ctx.font = "11px " + FONT.trim(); ctx.textBaseline = "top";
+    chart.data.datasets.forEach(function (set, di) {
+      if (set.type === "line") { return; }
+      chart.getDatasetMeta(di).data.forEach(function (pt, i) {
+        var raw = set.data[i], text = raw.front ? raw.label : raw.short;
+        var w = ctx.measureText(text).width + 2, h = 13, r = 9;
+        var spots = [[pt.x + r, pt.y - h / 2], [pt.x - r - w, pt.y - h / 2], [pt.x - w / 2, pt.y - r - h],
+                     [pt.x - w / 2, pt.y + r]];
+        for (var k = 0; k < spots.length; k++) {
+          var box = { x: spots[k][0], y: spots[k][1], w: w, h: h };
+          var inside = box.x >= area.left && box.x + w <= area.right && box.y >= area.top && box.y + h <= area.bottom;
+          if (inside && !placed.some(function (p) { return overlaps(p, box); })) {
+            placed.push(box); ctx.fillStyle = raw.front ? "#1d232b" : "#5d6875";
+            ctx.fillText(text, box.x + 1, box.y); break;
+          }
+        }
+      });
+    });
     ctx.restore(); } };
 
   function scatterChart(el, d) {
-    return new Chart(el, { type: "scatter", plugins: [pointLabels], data: { datasets: [{ label: d.y, data: d.points,
-      backgroundColor: "#2457c5", radius: 6, hoverRadius: 8 }] }, options: {
-      responsive: true, maintainAspectRatio: false, animation: false,
-      layout: { padding: { top: 14, right: 24 } },
-      scales: { x: { title: { display: true, text: d.x }, beginAtZero: true },
-                y: { title: { display: true, text: d.y }, beginAtZero: true } },
-      plugins: { legend: { display: false }, tooltip: { callbacks: { label: function (c) {
-        return c.raw.label + ": " + c.raw.x + " / h, " + Math.round(c.raw.y) + " tok/s"; } } } } } });
+    var front = d.points.filter(function (p) { return p.front; }).sort(function (a, b) { return a.x - b.x; });
+    var rest = d.points.filter(function (p) { return !p.front; });
+    return new Chart(el, { type: "scatter", plugins: [pointLabels], data: { datasets: [
+      { type: "line", label: d.front_label, data: front, borderColor: "#16794a", borderWidth: 2,
+        stepped: "before", pointRadius: 0, fill: false },
+      { label: d.front_label, data: front, backgroundColor: "#16794a", radius: 7, hoverRadius: 9 },
+      { label: d.other_label, data: rest, backgroundColor: "#9aa5b1", radius: 5, hoverRadius: 7 }] },
+      options: { responsive: true, maintainAspectRatio: false, animation: false,
+      layout: { padding: { top: 8, right: 12 } },
+      scales: { x: { title: { display: true, text: d.x }, beginAtZero: true, grace: "12%" },
+                y: { title: { display: true, text: d.y }, beginAtZero: true, grace: "12%" } },
+      plugins: { legend: { position: "bottom", labels: { boxWidth: 12,
+          filter: function (item) { return item.datasetIndex !== 0; } } },
+        tooltip: { filter: function (c) { return c.dataset.type !== "line"; }, callbacks: { label: function (c) {
+          return c.raw.label + ": " + c.raw.x + " / h, " + Math.round(c.raw.y) + " tok/s"; } } } } } });
   }
 
   function draw() {
