@@ -97,11 +97,13 @@ def check_cuda_map(cx: Context) -> CheckResult:
     name = "inventory.cuda_map"
     devs = cx.ev.cuda_devices
     if is_na(devs):
-        if cx.benchmarked:
-            return incomplete(name, Text(f"CUDA's device list was not read ({devs.reason}): results "
-                                         "cannot be tied to GPUs by PCI bus.",
-                                         f"未读取 CUDA 设备列表（{devs.reason}）：无法按 PCI 总线把结果对应到 GPU。"))
-        return skipped(name, Text("No CUDA device list in an inventory run.", "清单模式不读取 CUDA 设备列表。"))
+        if cx.benchmarked and not is_na(cx.ev.bench) and cx.ev.bench:
+            return CheckResult(name, "warn", None, None, "", Text(
+                f"CUDA's device list was not read ({devs.reason}; an older gpuwise or the nvidia-smi "
+                "fallback): results were tied to GPUs by index, which CUDA_VISIBLE_DEVICES or MIG can shift.",
+                f"未读取 CUDA 设备列表（{devs.reason}；旧版 gpuwise 或 nvidia-smi 回退）：结果按序号对应到 GPU，"
+                "CUDA_VISIBLE_DEVICES 或 MIG 会使其错位。"))
+        return skipped(name, Text(f"No CUDA device list ({devs.reason}).", f"没有 CUDA 设备列表（{devs.reason}）。"))
     mapped = cuda_by_gpu(cx)
     hidden = [g.index for g in cx.ev.gpus if g.index not in mapped]
     moved = [f"GPU{i}=cuda:{d.cuda_index}" for i, d in sorted(mapped.items()) if d.cuda_index != i]

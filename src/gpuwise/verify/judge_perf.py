@@ -264,14 +264,17 @@ def _allreduce_ref(cx: Context) -> tuple[float | None, bool]:
     for row in cx.th.allreduce_references():
         if str(row["card"]) == card.id:
             return float(row["busbw_gbps"]) * GB, True
-    if str(getattr(card, "interconnect", "")).startswith("nvlink") and getattr(card, "interconnect_bw_gbps", None):
+    link = str(getattr(card, "interconnect", ""))
+    if link.startswith("nvlink") and getattr(card, "interconnect_bw_gbps", None):
         frac = float(cx.th.get("allreduce", "nvlink_fraction"))
-        return frac * float(card.interconnect_bw_gbps) / 2 * GB, True  # one direction
+        # SXM/HGX boards promise their fabric; a bridge's rate is a datasheet figure nobody has
+        # measured for us, so a bridged all-reduce below it only warns.
+        return frac * float(card.interconnect_bw_gbps) / 2 * GB, link == "nvlink"  # one direction
     g = cx.ev.gpus[0]
     if is_na(g.pcie_gen_max) or is_na(g.pcie_width_max):
         return None, False
-    link = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
-    return (float(cx.th.get("allreduce", "pcie_fraction")) * link if link else None), False
+    pcie = pcie_theoretical_bytes_per_s(cx.th, int(g.pcie_gen_max), int(g.pcie_width_max))
+    return (float(cx.th.get("allreduce", "pcie_fraction")) * pcie if pcie else None), False
 
 
 def check_allreduce(cx: Context) -> CheckResult:
