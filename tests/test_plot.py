@@ -61,3 +61,37 @@ def test_estimate_plot_writes_the_chart_and_keeps_the_json_unchanged(tmp_path: P
                              env=env, capture_output=True, text=True, check=True)
     assert json.loads(plotted.stdout) == json.loads(plain.stdout)
     assert out.exists() and out.stat().st_size > 5_000
+
+
+def test_chinese_without_a_cjk_font_falls_back_to_english_and_says_why(estimate: dict, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuwise.report import plot
+
+    monkeypatch.setattr(plot, "cjk_font_available", lambda: False)
+    path, note = plot.draw(estimate, tmp_path / "zh.svg", "zh")
+    assert note is not None and "fonts-noto-cjk" in note.zh and "中文字体" in note.zh
+    text = path.read_text(encoding="utf-8")  # matplotlib writes each label as an SVG comment too
+    assert "权重" not in text and "weights" in text
+    _, none = plot.draw(estimate, tmp_path / "en.svg", "en")
+    assert none is None
+
+
+@pytest.mark.skipif(not cjk_font_available(), reason="no CJK font: apt-get install fonts-noto-cjk")
+def test_a_cjk_font_missing_from_matplotlibs_cache_is_found_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib import font_manager
+
+    from gpuwise.report import plot
+
+    cjk = [f for f in font_manager.fontManager.ttflist if f.name in plot.CJK_FONTS]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist",
+                        [f for f in font_manager.fontManager.ttflist if f.name not in plot.CJK_FONTS])
+    assert cjk and plot.cjk_font_available()  # the stale list is refreshed from the font files
+
+
+@pytest.mark.skipif(not cjk_font_available(), reason="no CJK font: apt-get install fonts-noto-cjk")
+def test_a_chinese_svg_has_chinese_labels(estimate: dict, tmp_path: Path) -> None:
+    from gpuwise.report import plot
+
+    path, note = plot.draw(estimate, tmp_path / "zh.svg", "zh")
+    assert note is None
+    assert "权重" in path.read_text(encoding="utf-8")

@@ -31,7 +31,14 @@ T = {
     "no_fit": Text("does not fit, short by {x} GiB", "放不下，还差 {x} GiB"),
     "cost": Text("cost per hour (CNY)", "每小时成本（元）"), "speed": Text("throughput (tokens/s)", "吞吐（token/秒）"),
     "plans": Text("ranked plans", "方案排名"), "no_plan": Text("no plan meets the constraints", "没有满足条件的方案"),
+    "infer": Text("inference", "推理"), "full": Text("full fine-tune", "全参微调"),
+    "lora": Text("LoRA fine-tune", "LoRA 微调"), "qlora": Text("QLoRA fine-tune", "QLoRA 微调"),
+    "pretrain": Text("pre-training", "预训练"),
 }
+
+
+def _task(task: str, lang: Lang) -> str:
+    return T[task].render(lang) if task in T else task
 MISSING = Text("Drawing charts needs matplotlib.", "绘图需要 matplotlib。")
 INSTALL = Text("Install it with: pip install 'gpuwise[plot]'", "安装方法：pip install 'gpuwise[plot]'")
 
@@ -45,9 +52,29 @@ def _matplotlib() -> Any:
     return matplotlib
 
 
+# Font files of those families, by file name (Debian fonts-noto-cjk: NotoSansCJK-Regular.ttc).
+_CJK_FILES = ("notosanscjk", "notoserifcjk", "sourcehansans", "wqy", "msyh", "pingfang", "simhei")
+FALLBACK = Text("The chart is drawn in English: matplotlib finds no Chinese font. Install one "
+                "(Debian/Ubuntu: apt-get install fonts-noto-cjk) and run the command again.",
+                "图表改用英文绘制：matplotlib 找不到中文字体。请安装中文字体（Debian/Ubuntu："
+                "apt-get install fonts-noto-cjk）后重新运行。")
+
+
 def cjk_font_available() -> bool:
+    """A CJK font matplotlib can use. matplotlib lists system fonts once, in a cache made when
+    it was first imported; a font installed after that is unknown to it until the cache is
+    rebuilt. So when none is known, look for CJK font files on disk and add them."""
     from matplotlib import font_manager
 
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    if any(name in names for name in CJK_FONTS):
+        return True
+    for path in font_manager.findSystemFonts():
+        if any(part in Path(path).name.lower().replace("-", "").replace("_", "") for part in _CJK_FILES):
+            try:
+                font_manager.fontManager.addfont(path)
+            except (OSError, RuntimeError, ValueError):
+                continue
     names = {f.name for f in font_manager.fontManager.ttflist}
     return any(name in names for name in CJK_FONTS)
 
@@ -112,7 +139,8 @@ def plot_estimate(r: dict[str, Any], path: Path, lang: Lang) -> None:
     _memory_axes(ax, [(f"{r['card']} ×{r['gpus']}", r["memory"], r["usable_bytes"])], lang)
     head = r["headroom_bytes"] / GIB
     verdict = (T["fits"] if r["fits"] else T["no_fit"]).render(lang).format(x=f"{abs(head):,.1f}")
-    ax.set_title(f"{r['model']['name']} · {r['card']} × {r['gpus']} · {r['task']} — {verdict}", fontsize=10)
+    ax.set_title(f"{r['model']['name']} · {r['card']} × {r['gpus']} · {_task(r['task'], lang)} — {verdict}",
+                 fontsize=10)
     _save(fig, path)
 
 
@@ -123,7 +151,8 @@ def plot_plan(r: dict[str, Any], path: Path, lang: Lang) -> None:
     labels = [f"#{i} {p['card_name']} ×{p['gpus']} {p['weights']}" for i, p in enumerate(plans, 1)]
     if plans:
         _memory_axes(left, [(lbl, p["memory"], p["memory"]["usable_bytes"]) for lbl, p in zip(labels, plans)], lang)
-    left.set_title(f"{r['model']} · {r['task']} · " + T["plans" if plans else "no_plan"].render(lang), fontsize=10)
+    left.set_title(f"{r['model']} · {_task(r['task'], lang)} · " + T["plans" if plans else "no_plan"].render(lang),
+                   fontsize=10)
     for i, p in enumerate(plans, 1):
         speed, cost = p.get("speed") or {}, p.get("cost") or {}
         y = speed.get("throughput_tokens_per_s", speed.get("tokens_per_s"))
@@ -140,25 +169,36 @@ def plot_plan(r: dict[str, Any], path: Path, lang: Lang) -> None:
 
 def save_plot(result: dict[str, Any], path: str | Path, lang: Lang = "en") -> Path:
     """Draw an estimate or plan --json object to a .png or .svg file; returns the path."""
+    return draw(result, path, lang)[0]
+
+
+def draw(result: dict[str, Any], path: str | Path, lang: Lang = "en") -> tuple[Path, Text | None]:
+    """`save_plot`, and why the chart's language differs from `lang` (None when it does not)."""
     out = Path(path)
     if out.suffix.lower() not in SUFFIXES:
         raise InputError(Text(f"--plot must end in .png or .svg, got '{out}'.",
                               f"--plot 的扩展名必须是 .png 或 .svg，实际为“{out}”。"))
     mpl = _matplotlib()
-    rc, lang = _style(lang)
+    rc, drawn = _style(lang)
     with mpl.rc_context(rc):
         if "plans" in result:
-            plot_plan(result, out, lang)
+            plot_plan(result, out, drawn)
         elif "memory" in result:
-            plot_estimate(result, out, lang)
+            plot_estimate(result, out, drawn)
         else:
             raise InputError(Text("Only estimate and plan results can be plotted.",
                                   "只能为 estimate 与 plan 的结果绘图。"))
-    return out
+    return out, FALLBACK if drawn != lang else None
 
 
 def with_plot(result: dict[str, Any], path: str | None, lang_flag: str | None = None) -> dict[str, Any]:
-    """For the CLI: draw `result` when --plot was given, and hand it back unchanged."""
+    """For the CLI: draw `result` when --plot was given, say on stderr when the chart could not be
+    in the asked language, and hand the result back unchanged."""
     if path:
-        save_plot(result, path, pick_lang(lang_flag))
+        import sys
+
+        lang = pick_lang(lang_flag)
+        _, note = draw(result, path, lang)
+        if note is not None:
+            sys.stderr.write(note.render(lang) + "\n")
     return result
