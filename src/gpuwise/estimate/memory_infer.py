@@ -206,8 +206,12 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     on_gpu -= min(d.cpu_offload_gib * GiB, on_gpu)
     share = kv_share(model, tp) / d.pp
     tokens = math.ceil(w.context / rules.block_size) * rules.block_size  # KV is paged in blocks
-    state = model.state_bytes_per_sequence(elem) * share * w.concurrency
-    kv = model.kv_bytes_for_context(tokens, elem) * share * w.concurrency
+    # llama.cpp keeps each layer's KV where the layer runs: the CPU layers' KV is in host RAM
+    on_device = _gpu_weight_fraction(model, d)
+    state_all = model.state_bytes_per_sequence(elem) * share * w.concurrency
+    kv_all = model.kv_bytes_for_context(tokens, elem) * share * w.concurrency
+    state, kv = state_all * on_device, kv_all * on_device
+    host_kv = (kv_all + state_all) * (1 - on_device) * d.gpus
     acts = _activation_items(model, w, d, tp)
     runtime = _runtime_items(d, rules, tp * d.pp)
     fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
@@ -218,7 +222,7 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     items = [Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), Item("kv_cache", "kv_cache", kv, WHY_KV),
              Item("sequence_state", "kv_cache", state, WHY_STATE), *acts, *runtime]
     pool = 0.0 if rules.pool == "grow" else budget.pool + moved
-    off_host = (weights_all - on_gpu + moved) * d.gpus
+    off_host = (weights_all - on_gpu + moved) * d.gpus + host_kv
     host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (weights_all - on_gpu) * d.gpus,
                       nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),

@@ -142,6 +142,8 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     read = _decode_weight_bytes(model, w, batch) / (tp * d.pp)  # for MoE, the experts touched
     touched = read / every if every else 1.0
     off_gpu = min(every, (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1))
+    if d.engine == "llamacpp" and d.gpu_layers is not None:  # host RAM also holds the CPU layers' KV
+        off_gpu = every * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     bw = r.mem_bw * _gguf_factor(model, w, d)
     precision = compute_precision(model, w, d)
     p = count_params(model)
@@ -150,6 +152,9 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w) * batch / (tp * d.pp)  # QK^T and AV
     share_fa = float(efficiency_table()["overheads"]["attention_flops_share"])
     attention = max(kv / r.mem_bw, attn_flops / (_peak_flops(d, "bf16") * r.gemm * share_fa))
+    if d.engine == "llamacpp" and d.gpu_layers is not None and d.gpu_layers < model.num_layers:
+        on_gpu = max(d.gpu_layers, 0) / model.num_layers  # the CPU layers read their KV from host RAM
+        attention = kv * on_gpu / r.mem_bw + kv * (1 - on_gpu) / _offload_rate(d, mem, r)
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
     comm = 2 * model.num_layers / d.pp * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
@@ -215,6 +220,9 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     msg = prompt * model.hidden_size * 2.0
     t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
+    if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
+        total = weight_bytes(model, w.weights).total / tp
+        off_gpu = total * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
     t += off_gpu / link
     return prompt / t, t
