@@ -13,7 +13,8 @@ CUDA_TORCH = {"torch_version": "2.13.0", "torch_cuda": "12.8", "cuda_available":
 
 
 def probe(files: dict[str, str] | None = None, cmds: dict[str, Any] | None = None,
-          env: dict[str, str] | None = None, torch: dict[str, Any] | None = None) -> Probe:
+          env: dict[str, str] | None = None, torch: dict[str, Any] | None = None,
+          devices: tuple[str, ...] = ("/dev/nvidia-uvm",), platform: str = "linux") -> Probe:
     files = files if files is not None else {"/proc/driver/nvidia/version":
                                              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15"}
     cmds = cmds if cmds is not None else {"nvidia-smi": (0, SMI_XML)}
@@ -23,7 +24,8 @@ def probe(files: dict[str, str] | None = None, cmds: dict[str, Any] | None = Non
         return value if value is None or isinstance(value, tuple) else (0, value)
 
     return Probe(read=files.get, run=run, env=env or {},
-                 torch_info=lambda: dict(torch if torch is not None else CUDA_TORCH))
+                 torch_info=lambda: dict(torch if torch is not None else CUDA_TORCH),
+                 exists=lambda path: path in devices, platform=platform)
 
 
 def ids(report: Any) -> dict[str, str]:
@@ -32,7 +34,8 @@ def ids(report: Any) -> dict[str, str]:
 
 def test_a_healthy_machine_has_no_errors() -> None:
     report = diagnose(probe())
-    assert report.ok and ids(report) == {"driver": "ok", "nvidia_smi": "ok", "torch": "ok"}
+    # no nvcc on the path is information, not a problem (prebuilt wheels run)
+    assert report.ok and ids(report) == {"driver": "ok", "nvidia_smi": "ok", "torch": "ok", "no_nvcc": "info"}
 
 
 def test_no_driver_and_no_module_is_an_error_with_install_advice() -> None:
@@ -99,3 +102,42 @@ def test_every_finding_has_english_and_chinese() -> None:
     for f in report.findings:
         assert f.title.en and f.title.zh and (f.fix is None or (f.fix.en and f.fix.zh))
     assert report.to_dict()["schema_version"] == 1
+
+
+def test_nouveau_loaded_is_an_error_with_the_blacklist_steps() -> None:
+    report = diagnose(probe(cmds={"nvidia-smi": (0, SMI_XML), "lsmod": "nouveau 2461696 0\nvideo 69632 1 nouveau\n"}))
+    assert ids(report)["nouveau"] == "error"
+    fix = next(f.fix for f in report.findings if f.id == "nouveau")
+    assert fix is not None and "blacklist nouveau" in fix.en and "update-initramfs" in fix.zh
+
+
+def test_a_dkms_module_built_for_another_kernel_says_rebuild() -> None:
+    status = "nvidia/570.124.06, 6.8.0-45-generic, x86_64: installed\n"
+    report = diagnose(probe(files={}, cmds={"dkms": status, "uname": "6.8.0-49-generic\n", "lsmod": ""}))
+    assert ids(report)["dkms_mismatch"] == "error"
+    assert "linux-headers-6.8.0-49-generic" in next(f.fix.en for f in report.findings
+                                                    if f.id == "dkms_mismatch" and f.fix)
+    same = diagnose(probe(cmds={"nvidia-smi": (0, SMI_XML), "dkms": status, "uname": "6.8.0-45-generic"}))
+    assert "dkms_mismatch" not in ids(same)
+
+
+def test_a_missing_nvcc_is_information_and_a_mismatched_one_warns() -> None:
+    assert ids(diagnose(probe()))["no_nvcc"] == "info"
+    old = "Cuda compilation tools, release 11.8, V11.8.89"
+    assert ids(diagnose(probe(cmds={"nvidia-smi": (0, SMI_XML), "nvcc": old})))["nvcc_mismatch"] == "warn"
+    same = "Cuda compilation tools, release 12.8, V12.8.61"
+    found = ids(diagnose(probe(cmds={"nvidia-smi": (0, SMI_XML), "nvcc": same})))
+    assert "no_nvcc" not in found and "nvcc_mismatch" not in found
+
+
+def test_a_missing_dev_nvidia_uvm_is_an_error() -> None:
+    assert ids(diagnose(probe(devices=())))["no_nvidia_uvm"] == "error"
+    assert "no_nvidia_uvm" not in ids(diagnose(probe()))
+
+
+def test_windows_gets_the_tdr_and_directml_guidance() -> None:
+    report = diagnose(probe(platform="win32"))
+    assert ids(report)["windows_tdr"] == "info" and ids(report)["directml"] == "info"
+    tdr = next(f for f in report.findings if f.id == "windows_tdr")
+    assert "GPU crash dump triggered" in tdr.title.en and "TdrDelay" in (tdr.fix.en if tdr.fix else "")
+    assert "windows_tdr" not in ids(diagnose(probe()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -85,6 +86,8 @@ class Probe:
     run: Callable[[list[str]], tuple[int, str] | None] = _run
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     torch_info: Callable[[], dict[str, Any]] = _torch_info
+    exists: Callable[[str], bool] = os.path.exists
+    platform: str = sys.platform
 
 
 @dataclass
@@ -267,4 +270,7 @@ def diagnose(probe: Probe | None = None) -> DoctorReport:
     findings += _torch(p, st)
     findings += _xserver(st)
     findings += _visible(p, st)
+    from gpuwise.verify.doctor_host import host_findings
+
+    findings += host_findings(p)
     return DoctorReport(tuple(findings))
