@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(no_args_is_help=True, add_completion=False)
     group.command("report", help="Judge verify evidence from many nodes against the datasheet and "
                                  "against each other. 汇总多节点验收数据，对照规格并互相比较。")(report)
+    group.command("verify", help="Run verify on every GPU node of a Ray cluster (one task per node, pinned), "
+                                 "then judge the fleet. 在 Ray 集群的每个 GPU 节点上验收并汇总。")(verify)
     app.add_typer(group, name="fleet", help="Acceptance across a fleet of GPU nodes. 机群验收。")
     app.command("exporter", help="Serve verify/fleet results for Prometheus to scrape (beside DCGM "
                                  "exporter). 为 Prometheus 提供验收指标。")(exporter)
@@ -79,17 +81,55 @@ def report(
     finish(result, json_out, lang)
 
 
-def _report(files: list[Path], card: str | None, contract: Path | None, html: Path | None,
-            prometheus: Path | None, lang: Lang) -> Any:
-    from gpuwise.fleet.api import fleet_report, make_claim, write_html
+def verify(
+    ray_address: Annotated[str, typer.Option(
+        "--ray-address", help="Ray cluster: HOST:PORT, ray://HOST:PORT or auto. Ray 集群地址。")],
+    full: Annotated[bool, typer.Option("--full", help="Longer benchmarks on each node. 完整测试。")] = False,
+    resource: Annotated[str, typer.Option(
+        "--resource", help="Verify the nodes that have this Ray resource. 只验收拥有该资源的节点。")] = "GPU",
+    replay: Annotated[list[Path] | None, typer.Option(
+        "--replay", help="Recorded evidence per node instead of measuring (dry run). 以已记录的数据代替测量。")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds for all nodes. 总超时秒数。", min=1)] = 1800.0,
+    connect_timeout: Annotated[float, typer.Option(
+        "--connect-timeout", help="Seconds to wait for the cluster. 连接超时秒数。", min=1, max=600)] = 30.0,
+    card: CardOpt = None,
+    contract: ContractOpt = None,
+    html: HtmlOpt = None,
+    prometheus: PromOpt = None,
+    json_out: JsonOpt = False,
+    lang_flag: LangOpt = None,
+) -> None:
+    lang = lang_of(lang_flag)
+    try:
+        from gpuwise.fleet.api import make_claim
+        from gpuwise.fleet.ray_verify import fleet_verify
 
-    result = fleet_report(files, make_claim(card, contract))
+        result = fleet_verify(ray_address, mode="full" if full else "quick", resource=resource,
+                              replay=replay or (), claim=make_claim(card, contract), timeout_s=timeout,
+                              connect_s=connect_timeout)
+        _outputs(result, html, prometheus, lang)
+    except GpuwiseError as err:
+        fail(err, json_out=json_out, lang=lang)
+    finish(result, json_out, lang)
+
+
+def _outputs(result: Any, html: Path | None, prometheus: Path | None, lang: Lang) -> None:
+    from gpuwise.fleet.api import write_html
+
     if html is not None:
         write_html(result, html, lang)
     if prometheus is not None:
         from gpuwise.fleet.prometheus import write_fleet_metrics
 
         write_fleet_metrics(result, prometheus)
+
+
+def _report(files: list[Path], card: str | None, contract: Path | None, html: Path | None,
+            prometheus: Path | None, lang: Lang) -> Any:
+    from gpuwise.fleet.api import fleet_report, make_claim
+
+    result = fleet_report(files, make_claim(card, contract))
+    _outputs(result, html, prometheus, lang)
     return result
 
 
