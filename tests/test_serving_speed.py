@@ -103,3 +103,16 @@ def test_a_bridge_joins_only_a_pair_so_four_cards_ring_over_pcie() -> None:
     geforce = _speed(model="qwen2.5-14b", card="rtx-4090", gpus=4, weights="int4", context=4096)
     assert four["collective_busbw_bytes_per_s"] < two["collective_busbw_bytes_per_s"] / 3
     assert four["collective_busbw_bytes_per_s"] == pytest.approx(geforce["collective_busbw_bytes_per_s"])
+
+
+def test_llama_cpp_prefill_runs_at_its_own_share_of_the_peak() -> None:
+    from gpuwise.catalog.cards import load_cards, resolve_card
+    from gpuwise.estimate.links import efficiency_table
+
+    card = resolve_card("rtx-4090", load_cards([])).card
+    fam = efficiency_table()[card.family]
+    kw: dict[str, object] = {"model": "llama-3.1-8b", "card": "rtx-4090", "weights": "gguf:Q4_K_M",
+                             "context": 1024, "output_tokens": 512}
+    lcpp = _speed(**kw, engine="llamacpp")["prefill_tokens_per_s"]
+    hf = _speed(**kw, engine="transformers")["prefill_tokens_per_s"]
+    assert lcpp / hf == pytest.approx(fam["llamacpp_prefill"] / fam["prefill"], rel=0.02)

@@ -36,6 +36,7 @@ class Rates:
     train_gemm: float = 0.0  # fraction of dense peak a training step's large matmuls sustain (0: use gemm)
     allreduce_busbw: float = 0.0  # NCCL all-reduce bus bandwidth (NVLS where the node has it; 0: ring)
     gemm_fp8: float = 0.0  # fraction of the dense FP8 peak a serving FP8 GEMM sustains (0: gemm x fp8_gemm_ratio)
+    prefill_llamacpp: float = 0.0  # fraction of dense peak llama.cpp's prefill reaches (0: prefill)
     calibrated: bool = False
 
     def gemm_at(self, precision: str) -> float:
@@ -105,7 +106,8 @@ def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
     rates = Rates(mem_bw=card.mem_bw_gbps * GB * fam["bw"], gemm=fam["gemm"], prefill=fam["prefill"],
                   mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card),
                   train_gemm=float(fam.get("train_gemm", fam["gemm"])),
-                  allreduce_busbw=_nvls_busbw(card, gpus, busbw), gemm_fp8=float(fam.get("gemm_fp8", 0.0)))
+                  allreduce_busbw=_nvls_busbw(card, gpus, busbw), gemm_fp8=float(fam.get("gemm_fp8", 0.0)),
+                  prefill_llamacpp=float(fam.get("llamacpp_prefill", 0.0)))
     return rates if calibration is None else apply_calibration(rates, card, calibration)
 
 
@@ -139,7 +141,7 @@ def apply_calibration(rates: Rates, card: Card, cal: Any) -> Rates:
         pcie_h2d=measured("pcie_h2d_bytes_per_s") or rates.pcie_h2d,
         train_gemm=rates.train_gemm * scale,
         allreduce_busbw=rates.allreduce_busbw * link_scale if rates.allreduce_busbw else 0.0,
-        gemm_fp8=rates.gemm_fp8 * scale, calibrated=True)
+        gemm_fp8=rates.gemm_fp8 * scale, prefill_llamacpp=rates.prefill_llamacpp * scale, calibrated=True)
 
 
 def host_memory_bandwidth(card: Card) -> float:

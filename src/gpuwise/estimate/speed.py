@@ -215,7 +215,8 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     prompt = w.prompt_len
     p = count_params(model)
     flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
-    rate = r.prefill * r.gemm_at(precision) / r.gemm
+    base = r.prefill_llamacpp if d.engine == "llamacpp" and r.prefill_llamacpp else r.prefill
+    rate = base * r.gemm_at(precision) / r.gemm
     t = max(flops / (_peak_flops(d, precision) * rate), weights / r.mem_bw)
     msg = prompt * model.hidden_size * 2.0
     t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
