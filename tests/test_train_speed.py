@@ -11,7 +11,7 @@ from gpuwise.estimate.links import allgather_seconds, allreduce_seconds, card_ra
 from gpuwise.estimate.speed_train import gemm_efficiency, pipeline_bubble
 from gpuwise.service import EstimateRequest, estimate_json
 
-PARTS = ("compute", "recompute", "memory_bound", "tp_comm", "dp_comm_exposed", "pp_bubble", "offload")
+PARTS = ("compute", "recompute", "memory_bound", "tp_comm", "ep_comm", "dp_comm_exposed", "pp_bubble", "offload")
 
 
 def speed(**kw: Any) -> dict[str, Any]:

@@ -10,11 +10,12 @@ phases (loss, backward, optimizer step), not the sum of tensors that never coexi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
-from gpuwise.catalog.params import count_params
+from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.errors import InputError
 from gpuwise.estimate.activations import loss_bytes, saved_activations
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
@@ -127,7 +128,7 @@ def _largest_tensor(model: ModelArch, w: Workload, peft: bool) -> float:
     return float(max(model.vocab_size * h, h * inter, model.q_dim * h))
 
 
-def _check_training(fw: Framework, w: Workload, d: Deployment) -> None:
+def _check_training(model: ModelArch, fw: Framework, w: Workload, d: Deployment) -> None:
     if d.offload != "none" and d.zero == 0:
         raise InputError(Text("--offload needs ZeRO: DeepSpeed offloads optimizer states from stage 1 on.",
                               "--offload 需要 ZeRO：DeepSpeed 从 stage 1 起才能卸载优化器状态。"),
@@ -138,6 +139,19 @@ def _check_training(fw: Framework, w: Workload, d: Deployment) -> None:
                               f"{fw.name} 不支持以 FSDP/ZeRO-3 切分 QLoRA 的 4-bit 基座；请用 --zero 0–2。"),
                          hint=Text("Or pick a framework that does (--framework hf with FSDP-QLoRA, or torchtune).",
                                    "或选择支持的框架（--framework hf 的 FSDP-QLoRA，或 torchtune）。"))
+    if d.ep > 1:
+        dp = d.gpus * d.nodes // ((d.tp or 1) * d.pp)
+        experts = model.moe.num_experts if model.moe is not None else 0
+        if not experts:
+            raise InputError(Text(f"--ep {d.ep} needs an MoE model; {model.name} has no routed experts.",
+                                  f"--ep {d.ep} 需要 MoE 模型；{model.name} 没有路由专家。"),
+                             hint=Text("Drop --ep, or shard the model with --zero 3 / --tp.",
+                                       "去掉 --ep，或用 --zero 3 / --tp 切分模型。"))
+        if experts % d.ep or dp % d.ep:
+            raise InputError(Text(f"--ep {d.ep} splits the routed experts over data-parallel ranks: it must divide "
+                                  f"the expert count ({experts}) and the data-parallel GPUs ({dp}).",
+                                  f"--ep {d.ep} 把路由专家分到数据并行的各卡上：必须整除专家数（{experts}）"
+                                  f"与数据并行卡数（{dp}）。"))
     if w.optimizer_in_backward and w.grad_accum > 1:
         raise InputError(Text("--optimizer-in-backward steps each parameter during backward, so it cannot "
                               "accumulate gradients: use --grad-accum 1.",
@@ -162,6 +176,14 @@ class _States:
     head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
 
 
+def held_share(counts: ParamBreakdown, ep: int) -> Callable[[int], float]:
+    """The share of the model one GPU holds when ZeRO shards it z ways (before TP/PP). Expert
+    parallelism splits the routed experts over ep ranks and shards each rank's experts over the
+    z / ep ranks that hold the same ones (Megatron-Core expert data parallel, torchtitan's EP mesh)."""
+    e = counts.experts / counts.total if counts.total and ep > 1 else 0.0
+    return lambda z: (1 - e) / z + e / (ep * max(1.0, z / ep))
+
+
 def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int, dp: int) -> _States:
     split = tp * d.pp
     counts = count_params(model)
@@ -171,13 +193,16 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else counts.total
     base = weight_bytes(model, base_fmt).total if peft else counts.total * p.param
     z3, z2, z1 = (dp if d.zero >= s else 1 for s in (3, 2, 1))
-    weights = base / split / z3
-    optimizer = trainable * (p.optimizer + p.master) / split / z1
+    held = held_share(counts, d.ep)
+    weights = base / split * held(z3)
+    trained = held if not peft else (lambda z: 1.0 / z)  # adapters are not expert-parallel
+    optimizer = trainable * (p.optimizer + p.master) / split * trained(z1)
     paged = 0.0
     if w.optimizer == "paged-adamw8bit":  # bnb paged states: cudaMallocManaged, outside the PyTorch
-        paged = trainable * p.optimizer / split / z1  # allocator, paged to host RAM when the GPU is full
+        paged = trainable * p.optimizer / split * trained(z1)  # allocator, paged to host RAM when the GPU is full
         optimizer -= paged
-    grad_elems = _largest_tensor(model, w, peft) if w.optimizer_in_backward else float(trainable)
+    # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
+    grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     host = HostMemory(cpu_ram=paged * d.gpus)
     if d.offload != "none":
         moved = optimizer + (weights if d.zero == 3 else 0.0)
@@ -190,17 +215,18 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
         # NF4Tensor all-gathers its packed data under FSDP2: pytorch/ao torchao/dtypes/nf4tensor.py
         # fsdp_pre_all_gather; bitsandbytes' FSDP-QLoRA stores the packed weights in bf16 containers)
         per_param = weight_bytes(model, "nf4").total / counts.total if w.task == "qlora" else 2.0
-        gather = 2 * (counts.total - counts.embedding) / model.num_layers * per_param / tp
+        local = counts.total - counts.embedding - counts.experts * (1 - 1 / d.ep)  # EP: only this rank's experts
+        gather = 2 * local / model.num_layers * per_param / tp
     head = 0.0 if peft or w.optimizer_in_backward else model.vocab_size * model.hidden_size * p.grad / split / z2
     return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
-                   gradients=grad_elems * p.grad / split / z2, optimizer=optimizer, gather=gather,
+                   gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head)
 
 
 def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     """Per-GPU memory of training `model` as `w` on `d` (data parallel over the other GPUs)."""
     fw = find_framework(w.framework)
-    _check_training(fw, w, d)
+    _check_training(model, fw, w, d)
     tp = d.tp or 1
     dp = max(1, d.gpus * d.nodes // (tp * d.pp))
     st = _states(model, fw, w, d, tp, dp)

@@ -19,6 +19,7 @@ from gpuwise.catalog.hardware import node_fabric
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
+from gpuwise.estimate.memory_train import held_share
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.units import GB
 
@@ -137,8 +138,8 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     attn_rate = _peak(d, "bf16") * eff * (_table()["flash_attention_share"] if w.flash_attention else 1.0)
     # routed experts each see only k/E of the tokens: their GEMMs are short (uniform routing)
     moe_share, eff_moe = _expert_share(model, p), eff
-    if model.moe is not None:
-        routed = lay.tokens_mb * model.moe.experts_per_token / model.moe.num_experts
+    if model.moe is not None:  # under EP a rank's experts take the routed tokens of all ep ranks
+        routed = lay.tokens_mb * model.moe.experts_per_token / model.moe.num_experts * d.ep
         eff_moe = gemm_efficiency(r, routed, model.hidden_size, lay.tp)
     lin_rate *= 1 / ((1 - moe_share) + moe_share * eff / eff_moe)
     compute = share * (f["lin"] / lin_rate + f["attn"] / attn_rate)
@@ -152,6 +153,23 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
             "tp_total": tp_total, "tp_comm": tp_exposed}
+
+
+def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, re_share: float,
+                nic_per_gpu: float) -> float:
+    """Expert parallelism, one micro-batch: every MoE layer sends each routed copy of a token to the
+    rank holding its expert and back (dispatch + combine all-to-all), forward, backward and again in a
+    recomputed forward; the (ep - 1)/ep share that leaves the GPU crosses NVLink within the node and
+    the NICs beyond it. Charged without overlap: hiding it takes a dual-micro-batch schedule
+    (DeepSeek-V3 tech report s.3.2.1) that the frameworks do not run by default."""
+    if d.ep <= 1 or model.moe is None:
+        return 0.0
+    moe_layers = sum(1 for i in range(model.num_layers) if model.is_moe_layer(i)) / lay.pp
+    msg = lay.tokens_mb * model.moe.experts_per_token * model.hidden_size * 2.0 * (d.ep - 1) / d.ep
+    local = min(d.ep, lay.dp_local)  # EP ranks inside one node
+    inside = (local - 1) / (d.ep - 1)
+    one = msg * inside / r.link_busbw + msg * (1 - inside) / nic_per_gpu + r.link_latency
+    return (4 + 2 * re_share) * moe_layers * one
 
 
 def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share: float,
@@ -184,7 +202,8 @@ def _optimizer_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, l
     if d.offload != "none":
         return 0.0
     t = _table()
-    held = _trainable(model, w) / (lay.tp * lay.pp * (lay.dp if d.zero >= 1 else 1))
+    share = held_share(count_params(model), d.ep) if w.task not in ADAPTER_TASKS else (lambda z: 1.0 / z)
+    held = _trainable(model, w) / (lay.tp * lay.pp) * share(lay.dp if d.zero >= 1 else 1)
     return float(held * (t["optimizer_bytes_per_param"][w.optimizer] + t["grad_clip_bytes_per_param"]) / r.mem_bw)
 
 
@@ -202,7 +221,8 @@ def _dp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     nic = inter_node_gbps / 8 * GB
     nodes = max(1, lay.dp // lay.dp_local)
     if d.zero == 3 and w.task not in ADAPTER_TASKS:
-        weights = count_params(model).total / (lay.tp * lay.pp) * 2.0
+        p = count_params(model)  # EP: a rank gathers only its own experts (over the ranks that share them)
+        weights = (p.total - p.experts * (1 - 1 / d.ep)) / (lay.tp * lay.pp) * 2.0
         local = 2 * allgather_seconds(weights, lay.dp_local, r.link_busbw, r.link_latency) \
             + allgather_seconds(trainable * grad_bytes, lay.dp_local, r.link_busbw, r.link_latency)
         inter = (nodes - 1) / nodes * (2 * weights + trainable * grad_bytes) / nic
@@ -249,8 +269,10 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     lay = _layout(w, d)
     mb = _micro_batch(model, w, d, r, lay)
     m = lay.micro_batches
+    ep_mb = _ep_seconds(model, w, d, r, lay, _flops_per_token(model, w, count_params(model))["re_share"],
+                        inter_node_gbps / 8 * GB / max(1, d.gpus))
     busy_mb = mb["compute"] + mb["recompute"] + mb["memory_bound"]
-    stage_mb = busy_mb + mb["tp_comm"]
+    stage_mb = busy_mb + mb["tp_comm"] + ep_mb
     bubble = (d.pp - 1) / virtual_stages * stage_mb if d.pp > 1 else 0.0
     dp_total, per_mb = _dp_seconds(model, w, d, r, lay, inter_node_gbps)
     table = efficiency_table()
@@ -261,7 +283,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
         dp_exposed = max(0.0, dp_total - table["overheads"]["dp_overlap"] * busy_mb * 2 / 3)
     parts = {"compute": m * mb["compute"], "recompute": m * mb["recompute"],
              "memory_bound": m * mb["memory_bound"] + _optimizer_seconds(model, w, d, r, lay),
-             "tp_comm": m * mb["tp_comm"], "dp_comm_exposed": dp_exposed, "pp_bubble": bubble,
+             "tp_comm": m * mb["tp_comm"], "ep_comm": m * ep_mb, "dp_comm_exposed": dp_exposed, "pp_bubble": bubble,
              "offload": _offload_seconds(model, w, d, r, lay, busy_mb)}
     step = sum(parts.values())
     tokens_step = lay.tokens_mb * lay.real_share * m * lay.dp
