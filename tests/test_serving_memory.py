@@ -150,3 +150,14 @@ def test_the_estimate_prints_the_engines_own_start_up_lines() -> None:
     trt = _est(model="llama-3.1-8b", card="h100-sxm", context=16000, engine="trtllm")
     assert trt["engine_startup"]["lines"][0].endswith(f"({trt['capacity']['kv_tokens']}).")
     assert "engine_startup" not in _est(model="llama-3.1-8b", card="h100-sxm", engine="transformers")
+
+
+def test_llama_cpp_start_up_lines_count_the_output_layer_and_split_the_kv_buffers() -> None:
+    base = {"model": "validation/models/meta-llama--Llama-2-7b-hf", "card": "rtx-4050-laptop",
+            "engine": "llamacpp", "weights": "gguf:Q4_K_M", "context": 4096}
+    full = _est(**base)["engine_startup"]["lines"]
+    assert full == ["load_tensors: offloaded 33/33 layers to GPU",
+                    "llama_kv_cache: CUDA0 KV buffer size =  2048.00 MiB"]  # 7B, 4,096 cells, f16
+    part = _est(**base, gpu_layers=20)["engine_startup"]["lines"]
+    assert part[0] == "load_tensors: offloaded 20/33 layers to GPU"
+    assert part[1].endswith(" 1280.00 MiB") and part[2].endswith("  768.00 MiB")

@@ -19,7 +19,7 @@ from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Text
 
 PoolRule = Literal["total_fraction", "static_fraction", "free_fraction", "grow"]
-LogStyle = Literal["vllm-v0", "vllm-v1", "sglang", "trtllm", "none"]
+LogStyle = Literal["vllm-v0", "vllm-v1", "sglang", "trtllm", "llamacpp", "none"]
 ENGINE_IDS = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
 SHIPPED_ENGINES = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
 _TOP = {"schema_version", "runtime", "vllm", "transformers", "llamacpp", "rule"}
@@ -49,7 +49,7 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "cuda_graph_gib": _F("float", required=True),
     "cuda_graph_in_pool": _F("bool", required=True),
     "block_size": _F("int", required=True, positive=True),
-    "log_style": _F("str", required=True, choices=("vllm-v0", "vllm-v1", "sglang", "trtllm", "none")),
+    "log_style": _F("str", required=True, choices=("vllm-v0", "vllm-v1", "sglang", "trtllm", "llamacpp", "none")),
     "reserve_base_mib": _F("float"),
     "reserve_mib_per_chunk_token": _F("float"),
     "reserve_mib_per_8_ranks": _F("float"),

@@ -23,7 +23,7 @@ from gpuwise.estimate.memory_infer import (
     tensor_parallel,
 )
 from gpuwise.estimate.workload import Deployment, Workload
-from gpuwise.units import GiB
+from gpuwise.units import GiB, MiB
 
 V0_SWAP_SPACE_GIB = 4  # vLLM V0 --swap-space default (CPU blocks)
 
@@ -51,11 +51,29 @@ def _sglang_lines(model: ModelArch, w: Workload, d: Deployment, tokens: int, per
     return [f"KV Cache is allocated. #tokens: {tokens}, {size}", summary]
 
 
+def _llamacpp_lines(model: ModelArch, w: Workload, d: Deployment) -> list[str]:
+    """`-ngl` layers on the GPU (of n_layer + 1: the output layer counts), KV buffers per device
+    (each layer's KV lives where the layer runs)."""
+    layers = model.num_layers + 1
+    on_gpu = layers if d.gpu_layers is None else min(max(d.gpu_layers, 0), layers)
+    share = min(on_gpu, model.num_layers) / model.num_layers
+    kv = model.kv_bytes_for_context(w.context, kv_element_bytes(w, model)) * w.concurrency
+    lines = [f"load_tensors: offloaded {on_gpu}/{layers} layers to GPU",
+             f"llama_kv_cache: CUDA0 KV buffer size = {kv * share / MiB:8.2f} MiB"]
+    if share < 1:
+        lines.append(f"llama_kv_cache:        CPU KV buffer size = {kv * (1 - share) / MiB:8.2f} MiB")
+    return lines
+
+
 def startup(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> dict[str, Any] | None:
     """The engine's rule set and the lines it would print; None for engines without a pool."""
     rules = rules_for(d)
     if rules.log_style == "none" or mem.capacity is None:
         return None
+    if rules.log_style == "llamacpp":
+        return {"rules": rules.id, "engine": rules.engine, "version": d.engine_version or f">= {rules.from_version}",
+                "n_ubatch": batched_tokens(w, d), "lines": _llamacpp_lines(model, w, d),
+                "sources": list(rules.sources)}
     tp = tensor_parallel(model, d)
     per_token = model.kv_bytes_per_token(kv_element_bytes(w, model)) * kv_share(model, tp) / d.pp
     pool, tokens = mem.breakdown.kv_pool, mem.capacity.kv_tokens
