@@ -102,6 +102,7 @@ def apply(scenario: dict[str, Any]) -> dict[str, Any]:
     """The evidence dict of a scenario: its base with keep, truncate and set applied."""
     base = FIXTURES / scenario.get("base", "h100x8_raw.json")
     data: dict[str, Any] = json.loads(base.read_text(encoding="utf-8"))
+    data.pop("content_sha256", None)  # a scenario is a deliberate edit: drop the saved hash
     if "keep" in scenario:
         _keep(data, int(scenario["keep"]))
     for path, n in scenario.get("truncate", {}).items():

@@ -44,6 +44,9 @@ def verify(
         "--save", help="Write the raw measurements as JSON. 保存原始测量数据。")] = None,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Write a report: report.md or report.html. 生成报告。")] = None,
+    bundle: Annotated[Path | None, typer.Option(
+        "--bundle", help="Write the evidence bundle (raw.json, verdict.json, report.md/html, SHA256SUMS) "
+                         "into this folder. 写出证据包。")] = None,
     duration: Annotated[float | None, typer.Option(
         "--duration", help="Seconds of the sustained all-GPU load window (quick 45, full 300). "
                            "持续负载时长（秒）。")] = None,
@@ -54,7 +57,7 @@ def verify(
 ) -> None:
     lang = lang_of(lang_flag)
     try:
-        options = _Options(_mode(quick, full, inventory), _duration(duration), force)
+        options = _Options(_mode(quick, full, inventory), _duration(duration), force, bundle)
         verdict = _run(card, gpus, contract, options, from_file, save, report, lang,
                        show_progress=not json_out)
     except GpuwiseError as err:
@@ -71,6 +74,7 @@ class _Options:
     mode: str
     duration_s: float | None
     force: bool
+    bundle: Path | None = None
 
 
 def _duration(value: float | None) -> float | None:
@@ -115,6 +119,10 @@ def _run(card: str | None, gpus: int | None, contract: Path | None, options: _Op
         save_evidence(evidence, save)
     if report is not None:
         write_report(verdict, report, lang)
+    if options.bundle is not None:
+        from gpuwise.verify.bundle import write_bundle
+
+        write_bundle(verdict, options.bundle, lang)
     return verdict
 
 

@@ -203,8 +203,28 @@ def check_numa(cx: Context) -> CheckResult:
         f"GPU NUMA nodes: {spread}.", f"GPU 的 NUMA 节点：{spread}。"))
 
 
+def check_evidence(cx: Context) -> CheckResult:
+    """Was the evidence file changed after gpuwise saved it? (its content_sha256)"""
+    name = "inventory.evidence"
+    state = cx.ev.integrity
+    if is_na(state):
+        return CheckResult(name, "pass", "collected", None, "", Text(
+            "Evidence collected on this machine in this run.", "证据由本次运行在本机采集。"))
+    if state == "edited":
+        return CheckResult(name, "warn", "edited", "verified", "", Text(
+            "The file's content does not match the content_sha256 it was saved with: it was edited "
+            "after `gpuwise verify --save`. Do not use it as proof in a dispute.",
+            "文件内容与保存时的 content_sha256 不符：它在 `gpuwise verify --save` 之后被改动过。"
+            "请勿用作争议证据。"))
+    if state == "verified":
+        return CheckResult(name, "pass", "verified", "verified", "", Text(
+            "The file matches the content_sha256 it was saved with.", "文件与保存时的 content_sha256 一致。"))
+    return skipped(name, Text("The file has no content hash (saved by an older gpuwise).",
+                              "文件没有内容哈希（旧版 gpuwise 保存）。"))
+
+
 CHECKS: tuple[Callable[[Context], CheckResult], ...] = (
-    check_identity, check_cuda_map, check_tenancy,
+    check_evidence, check_identity, check_cuda_map, check_tenancy,
     _host_check("host.cpu", "cpu_cores", "cpu_cores", 1.0, "cores", Text("Logical CPUs", "逻辑 CPU")),
     _host_check("host.ram", "ram_bytes", "host_ram_gb", GB, "GB", Text("Host memory", "主机内存")),
     _host_check("host.disk", "disk_bytes", "disk_gb", GB, "GB", Text("Disk size (working directory)", "磁盘容量（工作目录）")),

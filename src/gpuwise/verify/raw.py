@@ -17,7 +17,7 @@ spreads, the sustained-window fields of `LoadSample`, and `Evidence.cuda_devices
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ __all__ = [
     "ProcessInfo",
     "SoftwareInfo",
     "XidEvent",
+    "content_hash",
     "evidence_from_dict",
     "evidence_to_dict",
     "load_evidence",
@@ -296,6 +297,8 @@ class Evidence:
     bench_process: Any = NOT_RUN  # ChildOutcome
     load_seconds: Any = NOT_RUN  # the planned length of the sustained window
     raw_outputs: Any = NOT_READ  # {"nvidia-smi -q -x": text, "nvidia-smi topo -m": ..., "lspci": ...}
+    # Set when read back: "verified" (content_sha256 matches), "edited" (it does not), "no hash".
+    integrity: Any = NOT_READ
 
 
 _NESTED: dict[str, type] = {
@@ -336,7 +339,19 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
 def evidence_to_dict(evidence: Evidence) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": KIND}
     out.update(_encode(evidence))
+    out.pop("integrity", None)
+    out["content_sha256"] = content_hash(out)
     return out
+
+
+def content_hash(data: dict[str, Any]) -> str:
+    """SHA-256 of the evidence's canonical JSON (sorted keys, no spaces), without the hash and
+    the read-back integrity field: any edit after saving changes it."""
+    import hashlib
+
+    body = {k: v for k, v in data.items() if k not in ("content_sha256", "integrity")}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def evidence_from_dict(data: dict[str, Any], *, origin: str = "<dict>") -> Evidence:
@@ -354,8 +369,12 @@ def evidence_from_dict(data: dict[str, Any], *, origin: str = "<dict>") -> Evide
     from gpuwise.verify.raw_schema import check_evidence_dict
 
     check_evidence_dict(data, origin)
+    stored = data.get("content_sha256")
+    integrity = "no hash" if not isinstance(stored, str) else (
+        "verified" if stored == content_hash(data) else "edited")
     try:
-        return _build(Evidence, data)  # type: ignore[no-any-return]
+        ev: Evidence = _build(Evidence, data)
+        return replace(ev, integrity=integrity)
     except (TypeError, ValueError) as exc:
         raise DataError(Text(f"{origin} is malformed: {exc}", f"{origin} 格式错误：{exc}")) from exc
 

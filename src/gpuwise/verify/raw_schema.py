@@ -33,7 +33,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "load": "list:LoadSample?", "software": "obj:SoftwareInfo", "bench": "list:GpuBench?",
         "allreduce": "obj:AllReduceRun?", "notes": "strs", "cuda_devices": "list:CudaDevice?",
         "host_info": "obj:HostInfo?", "bench_process": "obj:ChildOutcome?", "load_seconds": "num?",
-        "raw_outputs": "dict:str?",
+        "raw_outputs": "dict:str?", "content_sha256": "str",
     },
     "GpuSnapshot": {
         "index": "int", "name": "str", "pci_device_id": "str?", "uuid": "str?", "serial": "str?",

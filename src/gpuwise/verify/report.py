@@ -139,8 +139,55 @@ def render_html(v: Verdict, lang: Lang = "en") -> str:
         parts.append("<h2>All-reduce</h2><table><tr><th>size</th><th>algbw GB/s</th><th>busbw GB/s</th></tr>")
         parts += [f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td></tr>" for a, b, c in sweep]
         parts.append("</table>")
+    parts += _window_html(v, lang) + _raw_html(v, lang)
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def window_rows(v: Verdict) -> list[tuple[str, ...]]:
+    """Per GPU: seconds loaded, median SM clock, median/max power, max temperature, lowest link,
+    burst and sustained bf16 TFLOPS (the sustained window, every GPU loaded together)."""
+    load = v.evidence.load
+    if is_na(load):
+        return []
+
+    def cell(value: Any, scale: float = 1.0, digits: int = 0) -> str:
+        return "-" if value is None or is_na(value) else f"{float(value) / scale:.{digits}f}"
+
+    return [(f"GPU{s.index}", cell(s.seconds), cell(s.sm_clock_median_mhz), cell(s.power_median_w),
+             cell(s.power_max_w), cell(s.temperature_max_c),
+             "-" if is_na(s.pcie_gen_min) else f"Gen{s.pcie_gen_min} x{s.pcie_width_min}",
+             cell(s.burst_flops_per_s, 1e12), cell(s.sustained_flops_per_s, 1e12)) for s in load]
+
+
+_WINDOW_HEAD = ("GPU", "s", "SM MHz (median)", "W (median)", "W (max)", "C (max)", "PCIe (min)",
+                "burst TFLOPS", "sustained TFLOPS")
+
+
+def _window_html(v: Verdict, lang: Lang) -> list[str]:
+    e = html.escape
+    rows = window_rows(v)
+    if not rows:
+        return []
+    out = [f"<h2>{e(Text('Sustained window', '持续负载窗口').render(lang))}</h2><table><tr>"
+           + "".join(f"<th>{e(h)}</th>" for h in _WINDOW_HEAD) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
+    out.append("</table>")
+    return out
+
+
+def _raw_html(v: Verdict, lang: Lang) -> list[str]:
+    e = html.escape
+    ev = v.evidence
+    out = []
+    raw = ev.raw_outputs
+    if not is_na(raw):
+        out.append(f"<h2>{e(Text('Raw tool outputs', '原始工具输出').render(lang))}</h2>")
+        out += [f"<details><summary>{e(name)}</summary><pre>{e(text)}</pre></details>"
+                for name, text in sorted(raw.items())]
+    integrity = "collected here" if is_na(ev.integrity) else str(ev.integrity)
+    out.append(f"<p>{e(Text('Evidence integrity', '证据完整性').render(lang))}: {e(integrity)}</p>")
+    return out
 
 
 def write_report(v: Verdict, path: str | Path, lang: Lang = "en") -> None:
