@@ -24,6 +24,10 @@ class GpuwiseError(Exception):
         self.hint = hint
         self.suggestions = suggestions
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Picklable with every field (a web worker process sends errors back to the server)."""
+        return (_rebuild, (type(self), self.__dict__.copy(), self.args))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "error": type(self).__name__,
@@ -33,6 +37,13 @@ class GpuwiseError(Exception):
             "hint_zh": self.hint.zh if self.hint else None,
             "suggestions": list(self.suggestions),
         }
+
+
+def _rebuild(cls: type[GpuwiseError], state: dict[str, object], args: tuple[object, ...]) -> GpuwiseError:
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class InputError(GpuwiseError):

@@ -10,6 +10,10 @@ indexes, GGUF headers, price and card TOML files, contracts, saved evidence and 
 - TOML: the same depth and number-length bounds; `nan` and `inf` are refused unless the caller
   allows them.
 - Every failure is a bilingual `DataError` that names the file.
+
+Outputs (`write_output`): never through a symbolic link, never onto a folder or device, whole
+or not at all (a temporary file renamed over the target); a missing folder or a full disk is a
+message naming the path.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import tomllib
 from pathlib import Path
 from typing import IO, Any
 
-from gpuwise.errors import DataError
+from gpuwise.errors import DataError, InputError
 from gpuwise.i18n import Text
 
 MAX_DEPTH = 64  # a real config.json nests 3-4 levels, a safetensors header 3, a TOML file 3
@@ -194,6 +198,69 @@ def read_toml(path: Path | str, max_bytes: int, what: Text | str = TOML_FILE) ->
     return loads_toml(read_bytes(path, max_bytes, what), path)
 
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "check_regular", "decode_utf8", "loads_json", "loads_json_object",
-           "loads_toml", "open_regular", "read_bytes", "read_capped", "read_json", "read_json_object",
-           "read_text", "read_toml"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "check_output", "check_regular", "decode_utf8", "loads_json",
+           "loads_json_object", "loads_toml", "open_regular", "read_bytes", "read_capped", "read_json",
+           "read_json_object", "read_text", "read_toml", "replaced_note", "write_output"]
+
+
+# ------------------------------------------------------------------ output files
+
+def check_output(path: Path | str, *, replace: bool) -> bool:
+    """Whether `path` can take an output file; True when it replaces an existing regular file.
+
+    Refused with a message: a symbolic link (never written through), a folder, FIFO or device,
+    a missing folder, and an existing file when `replace` is False."""
+    p = Path(path)
+    try:
+        info = os.lstat(p)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _out_error(p, f"cannot be checked: {exc.strerror or exc}.", f"无法检查：{exc.strerror or exc}。") from None
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise _out_error(p, "is a symbolic link; gpuwise does not write through links.",
+                             "是符号链接；gpuwise 不会经由链接写入。")
+        for test, kind in _KINDS:
+            if test(info.st_mode):
+                raise _out_error(p, f"is {kind.en}, not a file.", f"是{kind.zh}，不是普通文件。")
+        if not replace:
+            raise _out_error(p, "already exists.", "已存在。")
+        return True
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise _out_error(p, f"cannot be written: the folder {parent} does not exist.",
+                         f"无法写入：文件夹 {parent} 不存在。")
+    return False
+
+
+def write_output(path: Path | str, data: bytes | str, *, replace: bool = False) -> bool:
+    """Write an output file whole (a temporary file in the same folder, then renamed over the
+    target), never through a symbolic link. Returns True when an existing file was replaced."""
+    p = Path(path)
+    existed = check_output(p, replace=replace)
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _out_error(p, f"cannot be written: {exc.strerror or exc}.", f"无法写入：{exc.strerror or exc}。") from None
+    return existed
+
+
+def _out_error(path: Path, en: str, zh: str) -> InputError:
+    return InputError(Text(f"{path}: {en}", f"{path}：{zh}"),
+                      hint=Text("Choose another output path.", "请换一个输出路径。"))
+
+
+def replaced_note(path: Path | str) -> Text:
+    return Text(f"Replaced the existing file {path}.", f"已替换原有文件 {path}。")

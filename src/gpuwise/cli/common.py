@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ import typer
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang, Text, pick_lang
-from gpuwise.jsonable import json_default
+from gpuwise.jsonable import dumps
 from gpuwise.textsafe import printable
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (stable schema).")]
@@ -30,7 +29,7 @@ def lang_of(flag: str | None) -> Lang:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=json_default) + "\n")
+    sys.stdout.write(dumps(obj, indent=2) + "\n")  # strict JSON: never NaN or Infinity
 
 
 def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:

@@ -147,15 +147,17 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
         c.print("[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
 
 
-def _save(result: dict[str, Any], path: str | None) -> dict[str, Any]:
+def _save(result: dict[str, Any], path: str | None, lang: str | None = None) -> dict[str, Any]:
+    """--save: strict JSON, written whole, never through a symbolic link; says when it replaced a file."""
     if path:
-        import json
-        from pathlib import Path
+        import sys
 
-        from gpuwise.jsonable import json_default
+        from gpuwise.i18n import pick_lang
+        from gpuwise.jsonable import dumps
+        from gpuwise.safefile import replaced_note, write_output
 
-        Path(path).write_text(json.dumps(result, ensure_ascii=False, indent=2, default=json_default) + "\n",
-                              encoding="utf-8")
+        if write_output(path, dumps(result, indent=2) + "\n", replace=True):
+            sys.stderr.write(replaced_note(path).render(pick_lang(lang)) + "\n")
     return result
 
 
@@ -244,7 +246,7 @@ def register(app: typer.Typer) -> None:
         from gpuwise.report.plot import with_plot
 
         # Exit 1 when no plan meets the constraints (2 is a user error): the answer is still printed.
-        run_command_with_status(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save),
+        run_command_with_status(json_out, lang, lambda: _save(with_plot(plan_json(request()), plot, lang), save, lang),
                                 _render_any_plan, lambda r: 0 if r["plans"] else 1)
 
 

@@ -22,33 +22,53 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on. 监听地址。")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port. 端口。", min=1, max=65535)] = 8000,
     workers: Annotated[int | None, typer.Option(
-        "--workers", help="Computation threads (default: CPU count, at most 8). 计算线程数。")] = None,
+        "--workers", help="Plan worker processes (default: one per core); estimates run apart, in the "
+                          "server process. 方案计算进程数（默认每核一个）。")] = None,
     processes: Annotated[int, typer.Option(
-        "--processes", help="Server processes; plans are CPU-bound, so use one per core for heavy "
-                            "use. 服务进程数。", min=1, max=64)] = 1,
+        "--processes", help="Server processes (each with its own plan workers). 服务进程数。",
+        min=1, max=64)] = 1,
+    request_timeout: Annotated[float, typer.Option(
+        "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off). "
+                                  "接收完整请求的时限（秒）。", min=0.1, max=600)] = 10.0,
+    per_client: Annotated[int, typer.Option(
+        "--max-connections-per-client", help="Open connections per client address; idle ones are closed "
+                                             "first. 每个客户端地址的连接上限。", min=1, max=65536)] = 256,
     lang: LangOpt = None,
 ) -> None:
     """Serve the page at http://HOST:PORT/ and the API under /api (schema at /openapi.json)."""
+    import os
+
     chosen = lang_of(lang)
+    if workers is not None and not 1 <= workers <= 256:
+        fail(GpuwiseError(Text(f"--workers must be between 1 and 256; got {workers}.",
+                               f"--workers 必须在 1 到 256 之间，实际为 {workers}。")), json_out=False, lang=chosen)
     try:
         import uvicorn
 
-        from gpuwise.web.app import create_app
+        from gpuwise.web.protocol import Limits
     except ImportError as exc:
         fail(GpuwiseError(Text(f"The web server needs a package that is missing ({exc.name}).",
                                f"网页服务缺少依赖包（{exc.name}）。"), hint=INSTALL_HINT),
              json_out=False, lang=chosen)
-    if workers is not None and not 1 <= workers <= 64:
-        fail(GpuwiseError(Text("--workers must be between 1 and 64.", "--workers 必须在 1 到 64 之间。")),
-             json_out=False, lang=chosen)
+    limits = Limits(request_timeout_s=request_timeout, per_client=per_client)
+    os.environ.update(limits.to_env())  # read by the protocol in every server process
+    if workers is not None:
+        os.environ["GPUWISE_SERVE_WORKERS"] = str(workers)
+    from gpuwise.web.protocol import uvicorn_options
+
     shown = f"[{host}]" if ":" in host else host
     typer.echo(Text(f"gpuwise: http://{shown}:{port}/  (API: /api, schema: /openapi.json; Ctrl+C stops)",
                     f"gpuwise：http://{shown}:{port}/ （接口 /api，模式 /openapi.json；Ctrl+C 停止）")
                .render(chosen))
-    # limit_concurrency: beyond this many open requests uvicorn answers 503 at once.
-    common: dict[str, Any] = {"host": host, "port": port, "log_level": "warning", "limit_concurrency": 1024,
-              "timeout_keep_alive": 5, "server_header": False}
-    if processes > 1:  # uvicorn starts each process from the import string
-        uvicorn.run("gpuwise.web.app:create_app", factory=True, workers=processes, **common)
-    else:
-        uvicorn.run(create_app(workers=workers), **common)
+    common: dict[str, Any] = {"host": host, "port": port, "log_level": "warning", "server_header": False,
+                              **uvicorn_options(limits)}
+    try:
+        if processes > 1:  # uvicorn starts each process from the import string
+            uvicorn.run("gpuwise.web.app:app_from_env", factory=True, workers=processes, **common)
+        else:
+            from gpuwise.web.app import app_from_env
+
+            uvicorn.run(app_from_env(), **common)
+    except OSError as exc:  # the address is taken or cannot be bound
+        fail(GpuwiseError(Text(f"Cannot listen on {shown}:{port}: {exc.strerror or exc}.",
+                               f"无法监听 {shown}:{port}：{exc.strerror or exc}。")), json_out=False, lang=chosen)

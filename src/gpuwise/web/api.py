@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,20 +23,13 @@ from gpuwise.errors import (
     UnknownNameError,
 )
 from gpuwise.i18n import Text
-from gpuwise.jsonable import json_default
+from gpuwise.jsonable import dumps
 from gpuwise.web import calls
+from gpuwise.web.lanes import MAX_WAIT_S, Busy, Lane, TooSlow, default_workers
 from gpuwise.web.params import Spec, UnknownParameterError
 
 COMPUTE_TIMEOUT_S = 30.0  # hub lookups make several requests of up to 10 s each (catalog/hub.py)
-QUEUE_TIMEOUT_S = 30.0  # waiting for a free worker longer than this answers 503
-
-
-class Busy(GpuwiseError):
-    exit_code = 503
-
-
-class TooSlow(GpuwiseError):
-    exit_code = 504
+LIGHT_THREADS = 4  # estimates, cards, models: milliseconds each, partly waiting on files
 
 
 def status_of(err: GpuwiseError, path: str) -> int:
@@ -54,74 +45,64 @@ def status_of(err: GpuwiseError, path: str) -> int:
 
 
 def encode(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, default=json_default).encode("utf-8")
+    return dumps(obj).encode("utf-8")  # strict JSON: no NaN or Infinity
 
 
-def json_response(obj: Any, status: int = 200) -> Response:
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     body = obj if isinstance(obj, bytes) else encode(obj)
-    return Response(body, status_code=status, media_type="application/json")
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
 class Runner:
-    """Runs a synchronous call in the pool: cached, bounded in concurrency and in time."""
+    """Runs requests' work in two lanes (web/lanes.py): light work in threads here, plans in
+    worker processes; results cached, identical requests in flight computed once."""
 
-    def __init__(self, workers: int | None = None, timeout_s: float = COMPUTE_TIMEOUT_S,
-                 queue_timeout_s: float = QUEUE_TIMEOUT_S) -> None:
-        self.workers = workers or min(8, (os.cpu_count() or 2))
-        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="gpuwise-web")
-        self.timeout_s, self.queue_timeout_s = timeout_s, queue_timeout_s
+    def __init__(self, workers: int | None = None, timeout_s: float = COMPUTE_TIMEOUT_S, *,
+                 plan_processes: bool = True, max_wait_s: float = MAX_WAIT_S) -> None:
+        self.workers = workers or default_workers()
+        self.timeout_s = timeout_s
+        self.light = Lane("light", LIGHT_THREADS, processes=False, max_wait_s=max_wait_s)
+        self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s)
         self.cache = calls.ResultCache()
-        self._slots: asyncio.Semaphore | None = None
         self._inflight: dict[Any, asyncio.Task[Any]] = {}
 
     async def __call__(self, key: Any, fn: Callable[[], Any]) -> Any:
-        """The result for `key`: from the cache, from an identical request already running
-        (computed once, shared), or computed now."""
+        """The result of `fn()` in the light lane (cached under `key` unless it is None)."""
+        return await self._cached(key, self.light, fn)
+
+    async def plan(self, key: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the heavy lane: `fn` and `args` must pickle (a worker process runs it)."""
+        return await self._cached(key, self.heavy, fn, *args)
+
+    async def _cached(self, key: Any, lane: Lane, fn: Callable[..., Any], *args: Any) -> Any:
         hit = self.cache.get(key) if key is not None else None
         if hit is not None:
             return hit
         if key is None:
-            return await self._compute(fn)
+            return await lane.run(self.timeout_s, fn, *args)
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._compute_and_keep(key, fn))
+            task = asyncio.ensure_future(self._compute_and_keep(key, lane, fn, *args))
             self._inflight[key] = task
             task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return await asyncio.shield(task)  # a client that goes away does not cancel the others
 
-    async def _compute_and_keep(self, key: Any, fn: Callable[[], Any]) -> Any:
+    async def _compute_and_keep(self, key: Any, lane: Lane, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            result = await self._compute(fn)
+            result = await lane.run(self.timeout_s, fn, *args)
             self.cache.put(key, result)
             return result
         finally:
             del self._inflight[key]
 
-    async def _compute(self, fn: Callable[[], Any]) -> Any:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.workers)
-        slots, loop = self._slots, asyncio.get_running_loop()
-        try:
-            await asyncio.wait_for(slots.acquire(), self.queue_timeout_s)
-        except TimeoutError:
-            raise Busy(Text("The server is busy; try again shortly.", "服务器繁忙，请稍后再试。")) from None
-
-        def work() -> Any:
-            try:
-                return fn()
-            finally:  # the slot is free only when the work has really ended
-                loop.call_soon_threadsafe(slots.release)
-
-        future = loop.run_in_executor(self.pool, work)
-        future.add_done_callback(lambda f: None if f.cancelled() else f.exception())
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
-        except TimeoutError:
-            raise TooSlow(Text(f"The request took longer than {self.timeout_s:g} s and was stopped.",
-                               f"请求超过 {self.timeout_s:g} 秒，已停止。")) from None
-
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.light.close()
+        self.heavy.close()
+
+
+def plan_bytes(items: list[tuple[str, Any]]) -> bytes:
+    """The /api/plan answer as JSON bytes (run in a worker process: encoded there)."""
+    return encode(calls.plan(items))
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -154,14 +135,18 @@ def _openapi(spec: Spec, post: bool) -> dict[str, Any]:
 
 
 def _add_pair(app: FastAPI, path: str, spec: Spec, call: Callable[[list[tuple[str, Any]]], Any],
-              runner: Runner, summary: str) -> None:
-    async def get(request: Request) -> Response:
-        items = request.query_params.multi_items()
+              runner: Runner, summary: str, heavy: Callable[[list[tuple[str, Any]]], bytes] | None = None) -> None:
+    """GET (query) and POST (JSON body) of one call; `heavy`: run in the plan lane's processes."""
+    async def answer(items: list[tuple[str, Any]]) -> Response:
+        if heavy is not None:
+            return json_response(await runner.plan(_key(path, items), heavy, items))
         return json_response(await runner(_key(path, items), lambda: encode(call(items))))
 
+    async def get(request: Request) -> Response:
+        return await answer(request.query_params.multi_items())
+
     async def post(request: Request) -> Response:
-        items = [*request.query_params.multi_items(), *(await json_body(request)).items()]
-        return json_response(await runner(_key(path, items), lambda: encode(call(items))))
+        return await answer([*request.query_params.multi_items(), *(await json_body(request)).items()])
 
     app.add_api_route(path, get, methods=["GET"], summary=summary, openapi_extra=_openapi(spec, False),
                       tags=["api"])
@@ -173,7 +158,7 @@ def add_api(app: FastAPI, runner: Runner) -> None:
     _add_pair(app, "/api/estimate", calls.estimate_spec(), calls.estimate, runner,
               "Memory per GPU and fit verdict: `gpuwise estimate --json`")
     _add_pair(app, "/api/plan", calls.plan_spec(), calls.plan, runner,
-              "Ranked plans with why-not reasons: `gpuwise plan --json`")
+              "Ranked plans with why-not reasons: `gpuwise plan --json`", heavy=plan_bytes)
     _add_pair(app, "/api/cards", calls.cards_spec(), calls.cards, runner,
               "GPU card catalog: `gpuwise cards --json`")
 

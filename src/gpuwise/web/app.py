@@ -15,11 +15,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpuwise import __version__
 from gpuwise.errors import GpuwiseError, InputError
 from gpuwise.i18n import Text
-from gpuwise.web.api import Runner, add_api, json_response, status_of
+from gpuwise.web.api import COMPUTE_TIMEOUT_S, Runner, add_api, json_response, status_of
+from gpuwise.web.lanes import Busy
 
 HERE = Path(__file__).resolve().parent
 MAX_BODY_BYTES = 256 * 1024  # a saved verify JSON of an 8-GPU server is well under 100 KiB
@@ -30,6 +32,11 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "frame-ancestors 'none'")
 _HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
             (b"x-frame-options", b"DENY")]
+
+
+def security_headers() -> list[tuple[bytes, bytes]]:
+    """The headers every answer carries, errors included."""
+    return [*_HEADERS, (b"content-security-policy", CSP.encode())]
 
 
 class _TooLarge(Exception):
@@ -74,8 +81,7 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                extra = [*_HEADERS, (b"content-security-policy", CSP.encode())]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                message = {**message, "headers": [*message.get("headers", []), *security_headers()]}
             await send(message)
 
         try:
@@ -90,17 +96,60 @@ class Guard:
         body = _error_bytes(InputError(message))
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()), *_HEADERS]})
+                                (b"content-length", str(len(body)).encode()), *security_headers()]})
         await send({"type": "http.response.body", "body": body})
 
 
+_HTTP_WORDS: dict[int, Text] = {
+    404: Text("There is nothing at this address; the API lives under /api (schema: /openapi.json).",
+              "此地址没有内容；接口位于 /api 之下（模式见 /openapi.json）。"),
+    405: Text("This method is not allowed here; the API takes GET and POST.",
+              "此处不允许该请求方法；接口接受 GET 与 POST。"),
+}
+
+
+class HttpError(GpuwiseError):
+    """An HTTP-level refusal (404, 405, ...) as the bilingual error object."""
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every 400-599 answer is the bilingual error object, with the security headers."""
+
+    @app.exception_handler(GpuwiseError)
+    async def _gpuwise_error(request: Request, err: GpuwiseError) -> Response:
+        headers = {"retry-after": str(err.retry_after_s)} if isinstance(err, Busy) else None
+        return json_response(err.to_dict(), status_of(err, request.url.path), headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, err: RequestValidationError) -> Response:
+        bad = InputError(Text(f"Invalid request: {str(err.errors()[:3])[:300]}",
+                              f"请求无效：{str(err.errors()[:3])[:300]}"))
+        return json_response(bad.to_dict(), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, err: StarletteHTTPException) -> Response:
+        words = _HTTP_WORDS.get(err.status_code) or Text(f"HTTP {err.status_code}: {str(err.detail)[:200]}",
+                                                         f"HTTP {err.status_code}：{str(err.detail)[:200]}")
+        return json_response(HttpError(words).to_dict(), err.status_code, headers=dict(err.headers or {}))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, err: Exception) -> Response:
+        # Outside the Guard middleware (Starlette's outermost layer): add the headers here.
+        bad = GpuwiseError(Text("The server failed on this request; it has been logged.",
+                                "服务器处理该请求时出错，已记录。"))
+        headers = {k.decode(): v.decode() for k, v in security_headers()}
+        return json_response(bad.to_dict(), 500, headers=headers)
+
+
 def create_app(*, workers: int | None = None, timeout_s: float | None = None,
-               max_body: int = MAX_BODY_BYTES) -> FastAPI:
-    """The whole web service; `workers` and `timeout_s` bound the computation pool."""
-    runner = Runner(workers, timeout_s) if timeout_s else Runner(workers)
+               max_body: int = MAX_BODY_BYTES, plan_processes: bool = True) -> FastAPI:
+    """The whole web service. `workers`: plan worker processes (default one per core);
+    `plan_processes=False` runs plans in threads instead (tests of the app alone)."""
+    runner = Runner(workers, timeout_s or COMPUTE_TIMEOUT_S, plan_processes=plan_processes)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runner.heavy.warm()
         yield
         runner.close()
 
@@ -110,16 +159,7 @@ def create_app(*, workers: int | None = None, timeout_s: float | None = None,
                               "Each endpoint returns the same JSON as the matching CLI command "
                               "with --json. 每个接口返回与对应命令 --json 相同的 JSON。")
     app.state.runner = runner
-
-    @app.exception_handler(GpuwiseError)
-    async def _gpuwise_error(request: Request, err: GpuwiseError) -> Response:
-        return json_response(err.to_dict(), status_of(err, request.url.path))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, err: RequestValidationError) -> Response:
-        bad = InputError(Text(f"Invalid request: {err.errors()[:3]}", f"请求无效：{err.errors()[:3]}"))
-        return json_response(bad.to_dict(), 422)
-
+    add_error_handlers(app)
     add_api(app, runner)
     from gpuwise.web.page import add_page
 
@@ -127,3 +167,11 @@ def create_app(*, workers: int | None = None, timeout_s: float | None = None,
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_middleware(Guard, max_body=max_body)
     return app
+
+
+def app_from_env() -> FastAPI:
+    """`create_app` with the plan workers `gpuwise serve --workers` set (GPUWISE_SERVE_WORKERS)."""
+    import os
+
+    raw = os.environ.get("GPUWISE_SERVE_WORKERS", "")
+    return create_app(workers=int(raw) if raw.isdigit() and int(raw) > 0 else None)

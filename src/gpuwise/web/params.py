@@ -162,6 +162,9 @@ def _number(p: Param, value: Any) -> int | float:
     try:
         number: int | float
         if isinstance(value, str) and len(value.strip()) > MAX_NUMBER_CHARS:
+            bound = INPUT_BOUNDS.get(p.name)
+            if bound is not None and value.strip().lstrip("+-").isdigit():
+                raise out_of_range(bound, value, f"Parameter '{p.name}'")
             raise ValueError
         if p.kind == "int":
             if isinstance(value, float) and not value.is_integer():
