@@ -142,6 +142,21 @@ def safe(text: object) -> str:
     return escape(printable(str(text)))
 
 
+def say(console: Any, markup: str, indent: int = 0) -> None:
+    """Print one line of Rich markup wrapped by terminal cells, breaking between Chinese characters
+    as well as at spaces (Rich breaks only at spaces, so a long Chinese phrase jumps whole to the
+    next line and leaves a ragged gap). Styles survive the wrap; later lines are indented."""
+    from rich.text import Text as RichText
+
+    from gpuwise.cli.helpfmt import line_spans
+
+    text = RichText.from_markup(markup)
+    for n, (start, end) in enumerate(line_spans(text.plain, int(console.width), indent)):
+        line = text[start:end]
+        console.print(RichText(" " * indent) + line if n and indent else line, no_wrap=True, overflow="fold",
+                      soft_wrap=False)
+
+
 # ------------------------------------------------------------------ tables that fit the terminal
 
 @dataclass(frozen=True)

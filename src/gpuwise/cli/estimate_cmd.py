@@ -19,6 +19,7 @@ from gpuwise.cli.common import (
     per_hour,
     run_command,
     safe,
+    say,
     task_name,
 )
 from gpuwise.i18n import Lang, Text
@@ -215,35 +216,35 @@ def _render_verdict(c: Any, r: dict[str, Any], lang: Lang) -> None:
     zh = lang == "zh"
     line = _framework_line(r, lang)
     if line:
-        c.print(f"[dim]{line}[/]")
+        say(c, f"[dim]{line}[/]")
     peaks = _peaks_line(r, zh)
     if peaks:
-        c.print(peaks)
-    c.print(_verdict_line(r, zh))
+        say(c, peaks)
+    say(c, _verdict_line(r, zh))
     for line in [_capacity_line(r, zh), _startup_line(r, zh), *_speed_lines(r, lang)]:
         if line:
-            c.print(line)
+            say(c, line)
     sources = _sources_line(r, zh)
     if sources:
-        c.print(f"[dim]{sources}[/]")
+        say(c, f"[dim]{sources}[/]")
     host = r.get("host", {})
     if host.get("cpu_ram") or host.get("nvme"):
-        c.print(("需要主机内存 {a} · NVMe {b}" if zh else "host RAM needed {a} · NVMe {b}")
+        say(c, ("需要主机内存 {a} · NVMe {b}" if zh else "host RAM needed {a} · NVMe {b}")
                 .format(a=fmt_gib(host["cpu_ram"]), b=fmt_gib(host["nvme"])))
     if "margin" in r:
         mg = r["margin"]
         ok = ("满足" if zh else "met") if mg["meets"] else ("不满足" if zh else "not met")
-        c.print(("在线服务 2 倍经验法则：需 {n}（{ok}）" if zh else "online-serving x2 rule: needs {n} ({ok})")
+        say(c, ("在线服务 2 倍经验法则：需 {n}（{ok}）" if zh else "online-serving x2 rule: needs {n} ({ok})")
                 .format(n=fmt_gib(mg["required_bytes"]), ok=ok))
     for key in ("card_note", "warnings"):
         values = r.get(key + ("_zh" if zh else ""))
         for v in ([values] if isinstance(values, str) else values or []):
-            c.print(f"[yellow]![/] {safe(v)}")
+            say(c, f"[yellow]![/] {safe(v)}")
     fixes = r.get("suggestions_zh" if zh else "suggestions") or []
     if fixes:
-        c.print("可以这样放下：" if zh else "It would fit if you:")
+        say(c, "可以这样放下：" if zh else "It would fit if you:")
         for f in fixes:
-            c.print(f"  • {safe(f)}")
+            say(c, f"  • {safe(f)}", indent=4)
 
 
 def register(app: typer.Typer) -> None:

@@ -45,6 +45,28 @@ def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
     return lines
 
 
+def line_spans(text: str, width: int, indent: int = 0) -> list[tuple[int, int]]:
+    """Where one line of text breaks at `width` cells: (start, end) of each line, the spaces at a
+    break left out; lines after the first are `indent` cells narrower."""
+    spans: list[tuple[int, int]] = []
+    lead = len(text) - len(text.lstrip())  # the first line keeps its own indentation
+    start, end = (0, lead) if lead else (-1, -1)
+    used, room = cells(text[:lead]), width
+    for match in _TOKEN.finditer(text):
+        gap = 0 if start < 0 or match.start() == end else cells(text[end:match.start()])
+        need = cells(match.group())
+        if start >= 0 and used + gap + need > room:
+            spans.append((start, end))
+            start, used, room = -1, 0, max(width - indent, 1)
+            gap = 0
+        if start < 0:
+            start = match.start()
+        used += gap + need
+        end = match.end()
+    spans.append((max(start, 0), max(end, 0)))
+    return spans
+
+
 def wrap_paragraphs(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
     """Paragraphs (blank-line separated) wrapped one by one, a blank line between them."""
     out: list[str] = []

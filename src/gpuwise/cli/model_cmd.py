@@ -15,6 +15,7 @@ from gpuwise.cli.common import (
     fmt_gib,
     run_command,
     safe,
+    say,
 )
 from gpuwise.i18n import Lang, Text
 from gpuwise.service import model_json
@@ -105,7 +106,7 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
     table.show_header = False
     console.print(table)
     for note in s["notes_zh" if zh else "notes"]:
-        console.print(f"[yellow]![/] {safe(note)}")
+        say(console, f"[yellow]![/] {safe(note)}", indent=2)
 
 
 def register(app: typer.Typer) -> None:

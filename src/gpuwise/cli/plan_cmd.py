@@ -18,6 +18,7 @@ from gpuwise.cli.common import (
     per_hour,
     run_command,
     safe,
+    say,
     task_name,
 )
 from gpuwise.i18n import Lang, Text
@@ -99,10 +100,10 @@ def _gpus(p: dict[str, Any], lang: Lang) -> str:
 def _lines(c: Any, head: str, rows: list[dict[str, Any]], zh: bool) -> None:
     if not rows:
         return
-    c.print(f"[bold]{head}[/]")
+    say(c, f"[bold]{head}[/]")
     for x in rows:
         gpus = f" x{x['gpus']}" if x.get("gpus") else ""
-        c.print(f"  {safe(x['card'])}{gpus}: " + safe("; ".join(x["reasons_zh" if zh else "reasons"])))
+        say(c, f"  {safe(x['card'])}{gpus}: " + safe("; ".join(x["reasons_zh" if zh else "reasons"])), indent=4)
 
 
 def render_plan(r: dict[str, Any], lang: Lang) -> None:
@@ -112,39 +113,39 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
     c = Console(highlight=False)
     obj = r["objective"]
     if r.get("stage_advice"):
-        c.print(safe(r["stage_advice_zh" if zh else "stage_advice"]))
+        say(c, safe(r["stage_advice_zh" if zh else "stage_advice"]))
     cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "CNY")
     unit = (per_hour(cur, lang) if obj["key"] == "per_hour" else "token/s" if obj["key"] == "tokens_per_s"
             else money(cur, lang) + (obj["unit_zh"] if zh else obj["unit"]))
-    c.print(("排序依据：" if zh else "ranked by: ") + safe(obj["label_zh" if zh else "label"]) + f" ({safe(unit)})")
+    say(c, ("排序依据：" if zh else "ranked by: ") + safe(obj["label_zh" if zh else "label"]) + f" ({safe(unit)})")
     for note in r["notes_zh" if zh else "notes"]:
-        c.print("[yellow]" + safe(note) + "[/]")
+        say(c, "[yellow]" + safe(note) + "[/]")
     title = f"{r['model']} · {task_name(r['task'], lang)} · " + ("方案排名" if zh else "ranked plans")
     rows = [_row(i, p, r, lang) for i, p in enumerate(r["plans"], 1)]
     table, dropped = fit_table(c, _columns(r, lang), rows, lang, title=title)
-    c.print(table)
+    c.print(table)  # a table lays itself out
     note = dropped_note(dropped, lang)
     if note:
-        c.print(f"[dim]{safe(note)}[/]")
+        say(c, f"[dim]{safe(note)}[/]")
     for p in r["plans"][:1]:
-        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe("; ".join(p["reasons_zh" if zh else "reasons"])))
+        say(c, "[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe("; ".join(p["reasons_zh" if zh else "reasons"])))
         bands = _bands_line(p, zh)
         if bands:
-            c.print("[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + safe(bands))
+            say(c, "[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + safe(bands))
         if p.get("quality"):
             q = p["quality"]
-            c.print("[bold]" + ("质量：" if zh else "quality: ") + "[/]" + safe(q["summary_zh" if zh else "summary"]))
+            say(c, "[bold]" + ("质量：" if zh else "quality: ") + "[/]" + safe(q["summary_zh" if zh else "summary"]))
         for note in p["notes_zh" if zh else "notes"]:
-            c.print("  · " + safe(note))
-        c.print(("部署：" if zh else "deploys: ") + safe(p["deploy_model"])
+            say(c, "  · " + safe(note), indent=4)
+        say(c, ("部署：" if zh else "deploys: ") + safe(p["deploy_model"])
                 + (f" (--quantization {safe(p['quantization'])})" if p.get("quantization") else ""))
     if r.get("unpriced"):
         names = ", ".join(f"{x['card']} x{x['gpus']}" for x in r["unpriced"])
-        c.print("[bold]" + ("放得下但无报价（可用 --prices FILE 补充）：" if zh else
+        say(c, "[bold]" + ("放得下但无报价（可用 --prices FILE 补充）：" if zh else
                             "fits, no price (add one with --prices FILE): ") + "[/]" + safe(names))
     _lines(c, "落选原因：" if zh else "why not:", r["rejected"], zh)
     if not r["plans"]:
-        c.print("[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
+        say(c, "[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
 
 
 def _save(result: dict[str, Any], path: str | None, lang: str | None = None) -> dict[str, Any]:
