@@ -14,19 +14,30 @@ from gpuwise.verify.raw import load_evidence
 from tests.fixtures.fleet.helpers import cli
 from tests.fixtures.fleet.make_fleet import RECORDED, write_fleet
 
-SHIPPED = sorted((Path(__file__).parent / "fixtures" / "fleet" / "h100x8").glob("node-*.json"))
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_fleet(tmp_path_factory.mktemp("fleet"))
 
 
-def test_the_shipped_fleet_fixtures_measure_what_make_fleet_writes(tmp_path: Path) -> None:
-    fresh = write_fleet(tmp_path)
-    assert [p.name for p in fresh] == [p.name for p in SHIPPED]
-    for a, b in zip(fresh, SHIPPED, strict=True):  # the benchmarks; inventory may gain fields
-        assert load_evidence(a).bench == load_evidence(b).bench
-        assert load_evidence(a).allreduce == load_evidence(b).allreduce
+def test_the_fleet_is_the_recorded_node_with_its_own_host_and_figures(shipped: list[Path]) -> None:
+    recorded = load_evidence(RECORDED)
+    nodes = [load_evidence(p) for p in shipped]
+    assert [n.host for n in nodes] == [f"node-{i:02d}" for i in range(1, 9)]
+    assert all(n.gpus == recorded.gpus for n in nodes)  # the inventory is the recorded one
+    slow, fast = _figures(nodes[4]), _figures(nodes[0])
+    assert slow[0] == pytest.approx(fast[0] * 0.93)  # node-05's memory bandwidth is 7% below node-01's
 
 
-def test_eight_nodes_where_one_is_7_percent_slow_mark_that_node_and_only_it() -> None:
-    report = fleet_report(SHIPPED)
+def _figures(ev: object) -> list[float]:
+    out: list[float] = []
+    for b in ev.bench:  # type: ignore[attr-defined]
+        out += [b.mem_bw_bytes_per_s, b.h2d_bytes_per_s, b.d2h_bytes_per_s, *(r.flops_per_s for r in b.matmul)]
+    return out + [p.busbw_bytes_per_s for p in ev.allreduce.points]  # type: ignore[attr-defined]
+
+
+def test_eight_nodes_where_one_is_7_percent_slow_mark_that_node_and_only_it(shipped: list[Path]) -> None:
+    report = fleet_report(shipped)
     assert len(report.nodes) == 8 and len(report.groups) == 1
     assert report.suspects == ("node-05",)
     assert report.failed == ()  # every node passes its own datasheet acceptance

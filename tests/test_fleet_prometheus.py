@@ -20,11 +20,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuwise.errors import InputError
 from gpuwise.fleet.api import fleet_report
 from gpuwise.fleet.exporter import make_exporter
-from gpuwise.fleet.prometheus import fleet_text
+from gpuwise.fleet.prometheus import STATUS_VALUE, fleet_text
 from tests.fixtures.fleet.helpers import cli
+from tests.fixtures.fleet.make_fleet import fleet_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-FLEET = ROOT / "tests" / "fixtures" / "fleet" / "h100x8"
+FLEET = fleet_dir()  # the 8-node fleet, node-05 7% slow, written from the recorded node
 DASHBOARD = ROOT / "dashboards" / "gpuwise-fleet.json"
 # NVIDIA dcgm-exporter etc/default-counters.csv: the live metrics the dashboard shows beside ours.
 DCGM_DEFAULTS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"}
@@ -46,7 +47,8 @@ def test_the_fleet_text_parses_and_carries_dcgm_style_labels() -> None:
     fams = samples(fleet_text(report))
     assert value(fams, "gpuwise_fleet_suspect", Hostname="node-05") == 1
     assert value(fams, "gpuwise_fleet_suspect", Hostname="node-01") == 0
-    assert value(fams, "gpuwise_verify_status", Hostname="node-05", card="h100-sxm") == 0  # pass
+    own = next(n for n in report.nodes if n.host == "node-05").status  # its own verdict, as verify says
+    assert value(fams, "gpuwise_verify_status", Hostname="node-05", card="h100-sxm") == STATUS_VALUE[own]
     mem = next(c for t in report.groups[0].tables if t.metric.check == "performance.mem_bw" for c in t.cells
                if c.host == "node-05")
     assert value(fams, "gpuwise_verify_mem_bw_gbps", Hostname="node-05") == mem.value

@@ -26,9 +26,10 @@ from gpuwise.errors import InputError
 from gpuwise.fleet.jobs import parse_job
 from gpuwise.fleet.ray_jobs import submit_jobs
 from tests.fixtures.fleet.helpers import cli
+from tests.fixtures.fleet.make_fleet import fleet_dir
 
 HERE = Path(__file__).resolve().parent
-FLEET = HERE / "fixtures" / "fleet" / "h100x8"
+FLEET = fleet_dir()  # the 8-node fleet, node-05 7% slow, written from the recorded node
 JOBS = HERE / "fixtures" / "fleet" / "jobs"
 NODE_MEMORY = (24, 80, 48)
 # Without this Ray resolves 127.0.0.1 to the machine's outward address and binds its servers
