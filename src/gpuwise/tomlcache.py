@@ -45,11 +45,14 @@ def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None =
     """`parse(path)` (default: `tomllib.load`), served from the cache when the file has not changed.
 
     Raises what `parse` raises (for the default, TOMLDecodeError and OSError), like a plain load."""
-    source = Path(path).resolve()
-    st = source.stat()
-    stamp = (_TAG, st.st_size, st.st_mtime_ns)
+    source = Path(path)
     off = os.environ.get("GPUWISE_NO_CACHE", "") not in ("", "0")
-    entry = None if off else _entry(source)
+    try:
+        st = source.stat()
+    except OSError:  # let the parser say what is wrong with the file, in its words
+        return parse(source) if parse is not None else _plain(source)
+    stamp = (_TAG, st.st_size, st.st_mtime_ns)
+    entry = None if off else _entry(source.absolute())
     if entry is not None:
         try:
             kept = marshal.loads(entry.read_bytes())

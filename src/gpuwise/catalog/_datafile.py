@@ -60,9 +60,12 @@ def read_toml(path: Path) -> dict[str, Any]:
 
     `nan` and `inf` are refused: no field of a data file means "not a number"."""
     from gpuwise.safefile import read_bytes
+    from gpuwise.tomlcache import load_toml
 
-    raw = read_bytes(path, MAX_DATA_FILE_BYTES, Text("data file", "数据文件"))
-    doc = loads_data_toml(raw, path)
+    def parse(p: Path) -> dict[str, Any]:
+        return loads_data_toml(read_bytes(p, MAX_DATA_FILE_BYTES, Text("data file", "数据文件")), p)
+
+    doc = load_toml(path, parse)  # the bounded parse, served from the cache while the file is unchanged
     version = doc.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise data_error(path, Text("schema_version", "schema_version"),

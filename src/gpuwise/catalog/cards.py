@@ -26,7 +26,6 @@ from gpuwise.catalog.card_schema import (
 from gpuwise.catalog.hardware import SHIPPED_FORM_FACTORS, form_factors
 from gpuwise.errors import InputError, UnknownNameError, close_matches, unknown_name
 from gpuwise.i18n import Text
-from gpuwise.tomlcache import load_toml
 from gpuwise.units import GiB
 
 if TYPE_CHECKING:
@@ -328,7 +327,7 @@ def _merge(base: Catalog, paths: Sequence[Path], *, user: bool) -> Catalog:
     cards = {c.id: c for c in base.cards}
     ambiguous = list(base.ambiguous)
     for path in paths:
-        doc = load_toml(path, parse=read_toml)  # the checked parse, cached while the file is unchanged
+        doc = read_toml(path)
         for i, row in enumerate(table_rows(doc, "card", path, TOP_LEVEL_KEYS)):
             card = _card_from_row(row, i, path, cards, user=user)
             cards[card.id] = card
