@@ -159,8 +159,9 @@ def render(result: Any, lang: Lang) -> None:
             console.print(escape(note.render(lang)))
         for t in g.tables:
             median = "-" if t.median is None else f"{t.median:,.1f}"
-            table = Table(title=f"{t.metric.label.render(lang)} ({t.metric.unit}); "
-                                f"{Text('median', '中位数').render(lang)} {median}", title_justify="left")
+            console.print(f"{escape(t.metric.label.render(lang))} ({t.metric.unit}); "
+                          f"{Text('median', '中位数').render(lang)} {median}")
+            table = Table()
             for head in (Text("Node", "节点"), Text("Value", "数值"), Text("vs median", "相对中位数"),
                          Text("Fleet", "机群")):
                 table.add_column(head.render(lang))
