@@ -265,3 +265,32 @@ def test_load_samples_exclude_idle_readings_and_keep_the_highest_link() -> None:
                 {"pcie_gen": 5, "pcie_width": 16, "throttle": 0x0, "temperature": 72, "power_w": 700.0}]
     sample = merge_load(0, readings)
     assert sample == LoadSample(0, 2, 5, 16, 0x4, 72, 700.0)
+
+
+CHINA_CARDS = ("rtx-4090", "rtx-4090d", "rtx-5090", "rtx-3090", "l20", "l40s", "h20", "h800-sxm", "a800-80gb-sxm")
+
+
+@pytest.mark.parametrize("card_id", CHINA_CARDS)
+def test_every_card_rented_in_china_has_expected_numbers_each_sourced_or_marked(card_id: str) -> None:
+    from gpuwise.verify.checks import load_data
+
+    row = next(r for r in load_data("verify_expected.toml")["card"] if r["card"] == card_id)
+    fields = {k for k in row if k.endswith(("_gbps", "_tflops"))}
+    assert {"mem_copy_gbps", "bf16_tflops", "h2d_gbps"} <= fields and row["sources"]
+    assert set(row.get("unverified", [])) <= fields
+    assert all(row[k] > 0 for k in fields)
+
+
+def test_the_expected_number_is_printed_beside_the_measurement() -> None:
+    result = check(healthy(), "performance.mem_bw", Claim(card="H800-SXM"))
+    assert "A healthy h800-sxm measures ~2848 GB/s (derived, unverified)" in result.detail.en
+    assert "推算值" in result.detail.zh
+
+
+def test_identity_tells_look_alikes_apart_by_pci_id_and_sm_count() -> None:
+    ev = healthy()
+    a800 = replace(ev, gpus=tuple(replace(g, pci_device_id="10de:20f3") for g in ev.gpus))
+    result = check(a800, "inventory.identity")
+    assert result.status == "fail" and "a800-80gb-sxm" in result.detail.en
+    cut = replace(ev, cuda_devices=tuple(replace(d, sm_count=114) for d in ev.cuda_devices))
+    assert check(cut, "inventory.identity").status == "fail"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
@@ -45,6 +46,24 @@ def _slowest(i: int) -> Text:
 
 def _bench(cx: Context) -> list[Any]:
     return [] if is_na(cx.ev.bench) else list(cx.ev.bench)
+
+
+def typical(cx: Context, key: str, unit: str) -> Text:
+    """" A healthy H20 measures ~3400 GB/s (derived, unverified)." from data/verify_expected.toml."""
+    from gpuwise.verify.checks import load_data
+
+    card_id = getattr(cx.card, "id", None)
+    row = next((r for r in load_data("verify_expected.toml").get("card", []) if r["card"] == card_id), None)
+    if row is None or key not in row:
+        return Text("", "")
+    how = " (derived, unverified)" if key in row.get("unverified", []) else ""
+    how_zh = "（推算值，未经实测核实）" if how else ""
+    return Text(f" A healthy {card_id} measures ~{row[key]:g} {unit}{how}.",
+                f" 健康的 {card_id} 实测约 {row[key]:g} {unit}{how_zh}。")
+
+
+def _with_typical(result: CheckResult, cx: Context, key: str, unit: str) -> CheckResult:
+    return replace(result, detail=result.detail + typical(cx, key, unit))
 
 
 def not_measured(cx: Context, name: str, unit: str) -> CheckResult:
@@ -144,7 +163,7 @@ def check_mem_bw(cx: Context) -> CheckResult:
                           cx.term("min_mem_bw_gbps"), cx.th.get("mem_bw", "pass_ratio"),
                           cx.th.get("mem_bw", "fail_ratio"), GB, "GB/s",
                           Text("Device copy, read+write counted", "显存拷贝（读+写计数）"))
-    return finish(result, what, missing, crashed)
+    return finish(_with_typical(result, cx, "mem_copy_gbps", "GB/s"), what, missing, crashed)
 
 
 def _dense_ref(card: Any, precision: str) -> float | None:
@@ -169,7 +188,10 @@ def _matmul_check(precision: str) -> Callable[[Context], CheckResult]:
                 return skipped(name, Text(f"{precision}: {reason}", f"{precision}：{reason}"), "TFLOPS")
             base = not_measured(cx, name, "TFLOPS")
             return finish(base, what, [], crashed) if crashed else base
-        return finish(_judge_matmul(cx, name, precision, runs), what, missing, crashed)
+        result = _judge_matmul(cx, name, precision, runs)
+        if precision == "bf16":
+            result = _with_typical(result, cx, "bf16_tflops", "TFLOPS")
+        return finish(result, what, missing, crashed)
 
     return check
 
@@ -238,7 +260,10 @@ def _pcie_check(direction: str) -> Callable[[Context], CheckResult]:
         if not rows:
             base = not_measured(cx, name, "GB/s")
             return finish(base, what, [], crashed) if crashed else base
-        return finish(_judge_pcie(cx, name, direction, rows), what, missing, crashed)
+        result = _judge_pcie(cx, name, direction, rows)
+        if direction == "h2d":
+            result = _with_typical(result, cx, "h2d_gbps", "GB/s")
+        return finish(result, what, missing, crashed)
 
     return check
 
@@ -311,7 +336,7 @@ def check_allreduce(cx: Context) -> CheckResult:
                                f"{top.size_bytes / 2**20:g} MiB",
                                f"{run.backend} all-reduce 总线带宽，{run.n_gpus} 块 GPU，"
                                f"{top.size_bytes / 2**20:g} MiB"))
-    return result
+    return _with_typical(result, cx, "allreduce8_busbw_gbps", "GB/s") if cx.n == 8 else result
 
 
 def torch_wheel_command(th: Thresholds, cuda_driver: Any) -> str:
