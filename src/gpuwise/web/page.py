@@ -22,7 +22,7 @@ from gpuwise.web import calls
 from gpuwise.web.api import Runner, _key, status_of
 from gpuwise.web.labels import labels, pick_page_lang
 from gpuwise.web.params import canonical
-from gpuwise.web.view import build_view, emit_configs
+from gpuwise.web.view import build_view, emit_configs, page_words
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PAGE_ONLY = ("lang", "card", "gpus", "emit")  # not passed to the planner
@@ -114,8 +114,8 @@ def add_page(app: FastAPI, runner: Runner) -> None:
             try:
                 view = await compute(items, runner, lang, L)
             except GpuwiseError as err:
-                view, status = {"error": err.message.render(lang), "error_hint":
-                                err.hint.render(lang) if err.hint else None}, status_of(err, "/")
+                view, status = {"error": page_words(err.message.render(lang), L), "error_hint":
+                                page_words(err.hint.render(lang), L) if err.hint else None}, status_of(err, "/")
         fragment = (request.headers.get("hx-request") == "true"
                     and not request.headers.get("hx-history-restore-request"))
         api_items = [(k, v) for k, v in items if canonical(k) not in PAGE_ONLY and v != ""]

@@ -5,6 +5,7 @@ Pure functions over the `plan`/`estimate` dicts (no I/O, no framework), in the p
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpuwise.i18n import Lang
@@ -13,6 +14,27 @@ GIB = 2**30
 # Stacked memory components, in the order they are drawn (keys of the JSON `memory` object).
 COMPONENTS = ("weights", "kv_cache", "activations", "gradients", "optimizer", "overhead")
 CONFIG_TARGETS = ("vllm", "deepspeed", "skypilot", "k8s")  # the snippets shown for plan #1
+
+
+# A flag in a message from the library names the page's field of the same name instead.
+_FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+_FIELD_OF_FLAG = {"gpus": "gpus", "card": "card", "context": "context", "concurrency": "concurrency",
+                  "max_ttft": "max_ttft", "min_throughput": "min_throughput", "budget": "budget",
+                  "min_tokens_per_s_per_user": "min_tokens_per_s_per_user", "weights": "weights",
+                  "kv_dtype": "kv_dtype", "seq_len": "seq_len", "micro_batch": "micro_batch",
+                  "lora_rank": "lora_rank", "tokens": "train_tokens", "provider": "provider",
+                  "billing": "billing", "objective": "objective", "stage": "stage", "top": "top",
+                  "allow_offload": "allow_offload", "task": "task"}
+
+
+def page_words(text: str, L: dict[str, str]) -> str:
+    """'add --max-ttft or --budget' -> 'add “Max time to first token (s)” or “Budget ...”': the page
+    names its own fields; a flag the page has no field for stays as it is."""
+    def field(m: re.Match[str]) -> str:
+        key = _FIELD_OF_FLAG.get(m.group(1).replace("-", "_"))
+        return f"“{L[key]}”" if key and key in L else m.group(0)
+
+    return _FLAG.sub(field, text)
 
 
 def gib(n: float, digits: int = 1) -> str:
@@ -114,13 +136,14 @@ def plan_rows(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> list[dict[
                      "weights": p["weights"], "parallelism": parallel_text(p.get("parallelism") or {}),
                      "memory": f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB",
                      "speed": speed_parts(p.get("speed"), L), "cost": cost_parts(p.get("cost"), L),
-                     "reasons": _zh(p, "reasons", lang) or []})
+                     "reasons": [page_words(x, L) for x in _zh(p, "reasons", lang) or []]})
     return rows
 
 
-def rejected_rows(plan: dict[str, Any], lang: Lang) -> list[dict[str, Any]]:
+def rejected_rows(plan: dict[str, Any], lang: Lang, L: dict[str, str] | None = None) -> list[dict[str, Any]]:
     return [{"card": r["card"], "gpus": r.get("gpus"), "weights": r.get("weights"),
-             "reasons": _zh(r, "reasons", lang) or []} for r in plan.get("rejected", [])]
+             "reasons": [page_words(x, L or {}) for x in _zh(r, "reasons", lang) or []]}
+            for r in plan.get("rejected", [])]
 
 
 def pareto(points: list[dict[str, Any]]) -> list[bool]:
@@ -163,7 +186,7 @@ def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict
                                      x=num(cap["max_context"]))] if cap else []
     if est.get("speed"):
         lines.append(speed_text(est["speed"], L) + " · " + cost_text(est.get("cost"), L))
-    lines += [*(_zh(est, "warnings", lang) or [])]
+    lines += [page_words(x, L) for x in _zh(est, "warnings", lang) or []]
     note = _zh(est, "card_note", lang)
     lines += [note] if note else []
     lines += [_sources(est, L)] if est.get("provenance") else []
@@ -184,7 +207,7 @@ def plan_verdict(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[st
     detail = (f"{gib(mem['required'])} / {gib(mem['usable_bytes'])} GiB {L['per_gpu']} · "
               f"{speed_text(p.get('speed'), L)} · {cost_text(p.get('cost'), L)}")
     return {"ok": True, "head": L["best_plan"], "what": what, "detail": detail,
-            "lines": _zh(p, "reasons", lang) or [], "fixes": []}
+            "lines": [page_words(x, L) for x in _zh(p, "reasons", lang) or []], "fixes": []}
 
 
 def emit_configs(plan: dict[str, Any]) -> list[dict[str, str]]:
@@ -218,7 +241,7 @@ def build_view(plan: dict[str, Any], est: dict[str, Any] | None, configs: list[d
     return {
         "estimate": estimate_verdict(est, lang, L) if est is not None else None,
         "verdict": plan_verdict(plan, lang, L), "plans": plan_rows(plan, lang, L),
-        "rejected": rejected_rows(plan, lang), "evaluated": plan.get("evaluated"),
+        "rejected": rejected_rows(plan, lang, L), "evaluated": plan.get("evaluated"),
         "stage_advice": _zh(plan, "stage_advice", lang), "configs": configs,
         "charts": {"memory": memory_chart(bars, L), "scatter": scatter(plan, L)},
     }
