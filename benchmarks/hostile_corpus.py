@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_TIMEOUT_S = 20.0  # a case still running after this is a hang (a normal one takes < 3 s)
-WEB_TIMEOUT_S = 30.0
+WEB_TIMEOUT_S = 15.0  # a request still unanswered after this is a hang
 Expect = Literal["error", "any"]
 
 
@@ -342,6 +342,14 @@ def _victim_intact(tmp: Path) -> bool:
     return all((tmp / name).read_bytes() == b"keep me\n" for name in ("victim.txt", "existing.json"))
 
 
+def _log(record: dict[str, Any]) -> None:
+    """Each case's outcome as a JSON line to $HOSTILE_LOG (a long run is never lost)."""
+    path = os.environ.get("HOSTILE_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False)[:2000] + "\n")
+
+
 def run_cli_case(case: CliCase, env: dict[str, str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpuwise", *case.argv]
     began = time.monotonic()
@@ -380,6 +388,7 @@ def run_cli(jobs: int) -> Counts:
             counts.failures.append({"case": "an output flag changed an existing file or a symlink's target"})
             counts.accepted_wrong += 1
     for r in results:
+        _log(r)
         counts.tried += 1
         bad = False
         for key, attr in (("hang", "hangs"), ("traceback", "tracebacks"), ("invalid_json", "invalid_json"),
@@ -529,6 +538,7 @@ def run_web(base: str | None) -> Counts:
                     counts.failures.append({"case": name, "problems": [f"connection: {exc!r}"]})
                     continue
                 _check_web(name, r, counts)
+                _log({"case": name, "status": r.status_code})
     return counts
 
 

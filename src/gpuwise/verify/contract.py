@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from gpuwise import safefile
 from gpuwise.errors import DataError, close_matches
 from gpuwise.i18n import Text
 
@@ -122,7 +123,7 @@ def parse_contract(data: dict[str, Any], origin: str = "contract") -> Contract:
 def load_contract(path: str | Path) -> Contract:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = safefile.read_toml(p, 1 << 20, "contract")  # bounded: no FIFO, size, depth, NaN
     except FileNotFoundError as exc:
         raise DataError(Text(f"No such contract file: {p}", f"合同文件不存在：{p}")) from exc
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
