@@ -149,6 +149,10 @@ def batch_splits(w: Workload, dp: int, t: Targets) -> Iterator[tuple[int, int]]:
             yield micro, per_rank // micro
 
 
+def _zh_money(currency: str) -> str:
+    return {"CNY": "元", "USD": "美元"}.get(currency, currency)  # 元, as the page and the CLI say it
+
+
 def _target_failures(c: Candidate, t: Targets) -> list[Text]:
     out: list[Text] = []
     cost, speed = c.cost, c.speed
@@ -156,11 +160,11 @@ def _target_failures(c: Candidate, t: Targets) -> list[Text]:
     if cost is not None and t.budget_per_hour is not None and cost.per_hour > t.budget_per_hour:
         out.append(Text(f"costs {cost.per_hour:,.2f} {cost.currency}/h, over the budget of "
                         f"{t.budget_per_hour:,.2f}",
-                        f"每小时 {cost.per_hour:,.2f} {cost.currency}，超出预算 {t.budget_per_hour:,.2f}"))
+                        f"每小时 {cost.per_hour:,.2f} {_zh_money(cost.currency)}，超出预算 {t.budget_per_hour:,.2f}"))
     if cost is not None and t.budget_per_run is not None and cost.per_run and cost.per_run > t.budget_per_run:
         out.append(Text(f"the run costs {cost.per_run:,.0f} {cost.currency}, over the budget of "
                         f"{t.budget_per_run:,.0f}",
-                        f"整次训练 {cost.per_run:,.0f} {cost.currency}，超出预算 {t.budget_per_run:,.0f}"))
+                        f"整次训练 {cost.per_run:,.0f} {_zh_money(cost.currency)}，超出预算 {t.budget_per_run:,.0f}"))
     if isinstance(speed, InferSpeed):
         if t.min_throughput and speed.throughput_tokens_per_s < t.min_throughput:
             out.append(Text(f"throughput {speed.throughput_tokens_per_s:,.0f} tok/s is below {t.min_throughput:,.0f}",
