@@ -315,7 +315,7 @@ def register(app: typer.Typer) -> None:
         runtime: Annotated[str, typer.Option("--runtime", help="Image/video models: diffusers | comfyui (with --offload: none | model | sequential | group | lowvram).")] = "diffusers",
         os_name: Annotated[str, typer.Option("--os", help="Image/video models: linux | windows (what happens when it does not fit).")] = "linux",
     ) -> None:
-        """Memory per GPU and a fit verdict (and the nearest fix when it does not fit). 估算每卡显存。"""
+        """Memory per GPU, a fit verdict, speed and cost (and the nearest fixes when it does not fit). 估算每卡显存、速度与成本。"""
         from gpuwise.service import EstimateRequest, estimate_json
 
         req = EstimateRequest(
