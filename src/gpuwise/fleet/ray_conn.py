@@ -76,10 +76,19 @@ def connect(address: str | None, seconds: float = 30.0) -> Any:
     failure: list[BaseException] = []
 
     def init() -> None:
+        import logging
+
+        # ray.init off the main thread warns that it cannot set its SIGTERM handler; the
+        # deadline is the point of the thread, so that warning is noise here
+        worker_log = logging.getLogger("ray._private.worker")
+        level = worker_log.level
+        worker_log.setLevel(logging.ERROR)
         try:
             ray.init(address=address or "auto", log_to_driver=False, configure_logging=False)
         except Exception as exc:  # noqa: BLE001 - any failure is reported as one clear message
             failure.append(exc)
+        finally:
+            worker_log.setLevel(level)
 
     worker = threading.Thread(target=init, daemon=True)
     worker.start()
