@@ -56,6 +56,9 @@ def exporter(
     bound = server.server_address[1]
     typer.echo(Text(f"Serving http://{host}:{bound}/metrics (Ctrl-C to stop).",
                     f"正在提供 http://{host}:{bound}/metrics（Ctrl-C 停止）。").render(lang), err=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(Text(f"Note: {host} is reachable from other machines; the metrics name your hosts and GPUs.",
+                        f"注意：{host} 可被其他机器访问；指标中含主机名与 GPU 信息。").render(lang), err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
