@@ -268,7 +268,6 @@ def _check_plan(req: PlanRequest) -> None:
                                  ("--stage", req.stage or "validate", tuple(STAGES))):
         if value not in choices:
             raise unknown_name(Text(f"{flag} value", f"{flag} 取值"), value, choices, "gpuwise plan --help")
-    for need in _split(req.require):
     from gpuwise.catalog.prices import BILLINGS
     from gpuwise.estimate.constants import KV_BYTES
     from gpuwise.estimate.weights import WEIGHT_FORMATS, _gguf_bits
@@ -282,6 +281,7 @@ def _check_plan(req: PlanRequest) -> None:
     for flag, value, options in closed:
         if value not in options:
             raise unknown_name(Text(f"{flag} value", f" {flag} 取值"), value, options, "gpuwise plan --help")
+    for need in _split(req.require):
         if need not in ("ecc", "nvlink"):
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
     if not 1 <= req.top <= 50:
