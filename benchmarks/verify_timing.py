@@ -49,6 +49,12 @@ def main() -> None:
             rows.append((f"gpuwise verify {mode} (this machine)", t, rc))
     else:
         rows.append(("gpuwise verify --quick / --full", float("nan"), -1))
+    from gpuwise.verify.collect import PLANS, planned_seconds
+
+    for name, plan in PLANS.items():
+        for n in (1, 8):
+            rows.append((f"planned --{name} on {n} GPU(s) (sustained window {plan.load_s:.0f} s)",
+                         planned_seconds(plan, n), 0))
     print(f"{'what':<58} {'seconds':>9} {'rc':>4}")
     for what, secs, rc in rows:
         print(f"{what:<58} {secs:>9.3f} {rc:>4}" + ("  (no GPU here: skipped)" if rc == -1 else ""))

@@ -34,8 +34,10 @@ def verify(
         "--gpus", help="How many GPUs you rented. 租用的 GPU 数量。")] = None,
     contract: Annotated[Path | None, typer.Option(
         "--contract", help="Contract file (TOML), see docs/verify.md. 合同文件。")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Short benchmarks (default, ~1-2 min). 快速测试。")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Longer, larger benchmarks. 完整测试。")] = False,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Default: a 20 s all-GPU load window and short benchmarks (~1 min). 快速测试。")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="A 5-minute all-GPU load window and larger benchmarks (~6-7 min). 完整测试。")] = False,
     inventory: Annotated[bool, typer.Option(
         "--inventory", help="No benchmarks: inventory, health and links only. 只查清单与健康。")] = False,
     from_file: Annotated[Path | None, typer.Option(
@@ -48,7 +50,7 @@ def verify(
         "--bundle", help="Write the evidence bundle (raw.json, verdict.json, report.md/html, SHA256SUMS) "
                          "into this folder. 写出证据包。")] = None,
     duration: Annotated[float | None, typer.Option(
-        "--duration", help="Seconds of the sustained all-GPU load window (quick 45, full 300). "
+        "--duration", help="Seconds of the sustained all-GPU load window (quick 20, full 300). "
                            "持续负载时长（秒）。")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Benchmark GPUs that are already in use. 对已被占用的 GPU 也进行测试。")] = False,

@@ -56,10 +56,11 @@ class Plan:
 
 PLANS = {
     # >= 1 GiB copies (the H100's L2 is 50 MB, the H200's 60 MB: 20x larger) and 8192^3 matmuls
-    # (acceptance.md s4); NCCL >= 512 MiB (nccl-tests#212). quick: a 30 s window + ~25 s of
-    # per-GPU benchmarks + ~10 s all-reduce on 8 GPUs, about a minute in all (planned, not yet
-    # timed on a GPU); full: 5 minutes of sustained load (DCGM diagnostic runs 180 s), ~7 minutes.
-    "quick": Plan("quick", 1 * GiB, 8192, 256 * MiB, 20, 30.0, 512 * MiB, 5, 30.0, 180.0),
+    # (acceptance.md s4); NCCL >= 512 MiB (nccl-tests#212). quick: a 20 s window + ~2 s per GPU
+    # of per-GPU benchmarks + start-ups + ~10 s all-reduce: ~42 s on 1 GPU, ~66 s on 8 (planned,
+    # not yet timed on a GPU); full: 5 minutes of sustained load (DCGM diagnostic runs 180 s),
+    # ~5.5 min on 1 GPU, ~7 min on 8.
+    "quick": Plan("quick", 1 * GiB, 8192, 256 * MiB, 20, 20.0, 512 * MiB, 5, 30.0, 180.0),
     "full": Plan("full", 4 * GiB, 8192, 1 * GiB, 50, 300.0, 4 * GiB, 20, 120.0, 420.0,
                  disk_test_bytes=1 * GiB),
 }
