@@ -84,8 +84,18 @@ def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     path = tmp_path / "raw.json"
     with path.open("wb") as fh:
         fh.truncate(40 << 20)
-    with pytest.raises(DataError, match="larger than 32 MiB"):
+    with pytest.raises(DataError, match="larger than"):
         load_evidence(path)
+
+
+def test_a_fifo_or_a_device_is_refused_without_hanging(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "raw.json"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(DataError, match="not a file|not a regular file"):
+            load_evidence(path)
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:

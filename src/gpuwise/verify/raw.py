@@ -389,14 +389,16 @@ def load_evidence(path: str | Path) -> Evidence:
     huge or binary file, JSON with NaN, too deeply nested, or fields of the wrong type."""
     from gpuwise.verify.raw_schema import MAX_FILE_BYTES
 
+    from gpuwise import safefile
+
     p = Path(path)
     try:
+        if not p.exists():
+            raise FileNotFoundError(p)
         if p.is_dir():
             raise DataError(Text(f"{p} is a directory, not a verify file.", f"{p} 是目录，不是 verify 文件。"))
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise DataError(Text(f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB: not a verify file.",
-                                 f"{p} 超过 {MAX_FILE_BYTES >> 20} MiB，不是 verify 文件。"))
-        raw = p.read_bytes()
+        # only a regular file, its size counted while reading (a FIFO or /dev/zero cannot hang it)
+        raw = safefile.read_bytes(p, MAX_FILE_BYTES, Text("verify file", "verify 文件"))
         if b"\0" in raw:
             raise DataError(Text(f"{p} is a binary file, not the JSON `gpuwise verify --save` writes.",
                                  f"{p} 是二进制文件，不是 `gpuwise verify --save` 写出的 JSON。"))
