@@ -387,9 +387,8 @@ def save_evidence(evidence: Evidence, path: str | Path) -> None:
 def load_evidence(path: str | Path) -> Evidence:
     """Evidence from a `--save` file; DataError (never a traceback) for anything else: a missing,
     huge or binary file, JSON with NaN, too deeply nested, or fields of the wrong type."""
-    from gpuwise.verify.raw_schema import MAX_FILE_BYTES
-
     from gpuwise import safefile
+    from gpuwise.verify.raw_schema import MAX_FILE_BYTES
 
     p = Path(path)
     try:
