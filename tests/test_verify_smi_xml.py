@@ -43,8 +43,10 @@ def test_the_legacy_geforce_layout_turns_n_a_into_not_available() -> None:
 def test_a_load_reading_comes_from_one_gpu_element() -> None:
     parsed = parse_smi_xml(_xml("rtx4090_smi.xml"))
     reading = load_reading_from_xml(parsed.gpu_elements[0])
-    assert reading == {"pcie_gen": 1, "pcie_width": 16, "throttle": 1, "temperature": 45,
-                       "power_w": 25.0}
+    fields = ("pcie_gen", "pcie_width", "throttle", "temperature", "power_w")
+    assert {k: reading[k] for k in fields} == {"pcie_gen": 1, "pcie_width": 16, "throttle": 1,
+                                               "temperature": 45, "power_w": 25.0}
+    assert {"sm_mhz", "ecc_unc"} <= set(reading)
 
 
 def test_the_topology_matrix_keeps_gpu_columns_and_drops_nics() -> None:
@@ -71,3 +73,24 @@ def test_the_geforce_xml_flags_the_other_process_and_persistence() -> None:
     status = {c.name: c.status for c in verdict.checks}
     assert status["inventory.processes"] == "fail" and status["inventory.persistence"] == "warn"
     assert status["health.ecc"] == "skipped"
+
+
+def test_the_modern_xml_gives_the_error_sources_tenancy_and_clocks() -> None:
+    from gpuwise.verify.smi_xml import load_reading_from_xml, parse_smi_xml
+
+    parsed = parse_smi_xml((FIXTURES / "h100x2_smi.xml").read_text(encoding="utf-8"))
+    g = parsed.gpus[0]
+    assert g.pci_bus_id == "00000000:18:00.0" and g.memory_used_bytes == 2**20
+    assert (g.compute_mode, g.virtualization_mode) == ("default", "none")
+    assert (g.pcie_replay_count, g.fabric_state, g.fabric_status, g.sm_clock_max_mhz) == (0, "completed", 0, 1980)
+    assert (g.ecc_sram_uncorrected_volatile, g.ecc_dram_uncorrected_aggregate) == (0, 0)
+    reading = load_reading_from_xml(parsed.gpu_elements[0])
+    assert reading["sm_mhz"] == 345 and reading["ecc_unc"] == 0
+
+
+def test_the_legacy_xml_says_the_sram_dram_split_is_not_available() -> None:
+    from gpuwise.verify.nvml import NotAvailable
+    from gpuwise.verify.smi_xml import parse_smi_xml
+
+    g = parse_smi_xml((FIXTURES / "rtx4090_smi.xml").read_text(encoding="utf-8")).gpus[0]
+    assert isinstance(g.ecc_sram_uncorrected_aggregate, NotAvailable)

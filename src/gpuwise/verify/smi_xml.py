@@ -159,6 +159,42 @@ def _pci_device_id(gpu: ET.Element) -> Any:
         return NotAvailable(f"cannot read '{value}'")
 
 
+def _word(gpu: ET.Element, path: str) -> Any:
+    """"Exclusive_Process" -> "exclusive_process"; "In Progress" -> "in_progress"."""
+    value = _text(gpu, path)
+    return value if is_na(value) else str(value).strip().lower().replace(" ", "_")
+
+
+def _sram_dram(gpu: ET.Element) -> dict[str, Any]:
+    """Modern layout only (driver >= 535): uncorrectable SRAM (parity + SEC-DED) and DRAM."""
+    sram = ("sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")
+    if gpu.find("ecc_errors/aggregate/dram_uncorrectable") is None:
+        na = NotAvailable("nvidia-smi reports no SRAM/DRAM split (driver before 535)")
+        return {"ecc_sram_uncorrected_volatile": na, "ecc_sram_uncorrected_aggregate": na,
+                "ecc_dram_uncorrected_aggregate": na}
+    return {"ecc_sram_uncorrected_volatile": _sum(gpu, tuple(f"ecc_errors/volatile/{s}" for s in sram)),
+            "ecc_sram_uncorrected_aggregate": _sum(gpu, tuple(f"ecc_errors/aggregate/{s}" for s in sram)),
+            "ecc_dram_uncorrected_aggregate": _num(gpu, "ecc_errors/aggregate/dram_uncorrectable")}
+
+
+def _extra(gpu: ET.Element) -> dict[str, Any]:
+    """The fields NVML gives directly that nvidia-smi also prints (raw.py schema history)."""
+    fabric = _word(gpu, "fabric/state")
+    status = _text(gpu, "fabric/status")
+    rr = gpu.find("remapped_rows")
+    return {
+        "pci_bus_id": _text(gpu, "pci/pci_bus_id"), "memory_used_bytes": _bytes(gpu, "fb_memory_usage/used"),
+        "compute_mode": _word(gpu, "compute_mode"),
+        "virtualization_mode": _word(gpu, "gpu_virtualization_mode/virtualization_mode"),
+        "pcie_replay_count": _num(gpu, "pci/replay_counter"),
+        "remapped_rows_correctable": _num(rr, "remapped_row_corr") if rr is not None and len(rr)
+        else NotAvailable(NOT_ON_CARD),
+        "fabric_state": "completed" if fabric == "completed" else fabric,
+        "fabric_status": status if is_na(status) else (0 if str(status).lower() == "success" else 1),
+        "sm_clock_max_mhz": _num(gpu, "max_clocks/sm_clock"), **_sram_dram(gpu),
+    }
+
+
 def _gpu(index: int, gpu: ET.Element) -> GpuSnapshot:
     link = "pci/pci_gpu_link_info"
     unc_v, cor_v = _ecc_counts(gpu, "volatile")
@@ -187,7 +223,7 @@ def _gpu(index: int, gpu: ET.Element) -> GpuSnapshot:
         throttle_reasons_idle=throttle_bits(gpu),
         nvlink_up=NotAvailable("nvidia-smi -q -x does not report NVLink; see the topology"),
         nvlink_down=NotAvailable("nvidia-smi -q -x does not report NVLink; see the topology"),
-        processes=_processes(gpu),
+        processes=_processes(gpu), **_extra(gpu),
     )
 
 
@@ -215,7 +251,8 @@ def load_reading_from_xml(gpu: ET.Element) -> dict[str, Any]:
     return {"pcie_gen": _num(gpu, f"{link}/pcie_gen/current_link_gen"),
             "pcie_width": _num(gpu, f"{link}/link_widths/current_link_width"),
             "throttle": throttle_bits(gpu), "temperature": _num(gpu, "temperature/gpu_temp"),
-            "power_w": power}
+            "power_w": power, "sm_mhz": _num(gpu, "clocks/sm_clock"),
+            "ecc_unc": _ecc_counts(gpu, "volatile")[0]}
 
 
 def parse_topo_matrix(text: str) -> tuple[tuple[str, ...], ...]:
