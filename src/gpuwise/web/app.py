@@ -149,7 +149,7 @@ def create_app(*, workers: int | None = None, timeout_s: float | None = None,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        runner.heavy.warm()
+        await runner.heavy.warm()  # the server answers once its plan workers are up
         yield
         runner.close()
 

@@ -3,8 +3,8 @@
 - The light lane (estimates, cards, models, verify judgements: milliseconds of work) runs in
   threads of the server process.
 - The heavy lane (plans: a search over the catalog, CPU-bound pure Python) runs in worker
-  processes, one per core by default, started lowered in priority so that the server process
-  and its light lane keep the CPU they need: an estimate never waits behind a plan.
+  processes, one per core by default, so that a plan never holds the server process's GIL and
+  an estimate never waits behind a plan.
 
 Admission counts work, not sockets: a lane admits a request while the queue ahead of it is
 expected to clear within `max_wait_s` (queued requests / workers x the lane's recent service
@@ -32,7 +32,6 @@ MAX_WAIT_S = 1.5  # expected queueing before a request is refused (Retry-After i
 MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
 FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
 _EWMA = 0.2  # weight of the newest service time in the running mean
-WORKER_NICE = 5  # plan processes yield the CPU to the server process (estimates, I/O)
 
 
 class Busy(GpuwiseError):
@@ -53,12 +52,7 @@ class TooSlow(GpuwiseError):
 
 
 def _worker_start() -> None:
-    """In each plan process: lower its priority, and load the catalogs once."""
-    if hasattr(os, "nice"):
-        try:
-            os.nice(WORKER_NICE)
-        except OSError:
-            pass
+    """In each plan process: load the catalogs once, before the first request."""
     from gpuwise.catalog.cards import load_cards
 
     load_cards(())
@@ -99,13 +93,16 @@ class Lane:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         slots = self._slots
-        self.waiting += 1
-        try:
-            await asyncio.wait_for(slots.acquire(), max(self.max_wait_s * 4, 10.0))
-        except TimeoutError:
-            raise Busy(self.expected_wait_s()) from None
-        finally:
-            self.waiting -= 1
+        if slots.locked():  # every worker busy: queue, bounded in time
+            self.waiting += 1
+            try:
+                await asyncio.wait_for(slots.acquire(), max(self.max_wait_s * 4, 10.0))
+            except TimeoutError:
+                raise Busy(self.expected_wait_s()) from None
+            finally:
+                self.waiting -= 1
+        else:
+            await slots.acquire()  # free: taken at once, without yielding to the loop
         self.running += 1
         began = time.monotonic()
 
@@ -130,11 +127,11 @@ class Lane:
             self.executor = self._new_executor()
             raise Busy(1.0) from None
 
-    def warm(self) -> None:
-        """Start the worker processes now rather than on the first request."""
+    async def warm(self) -> None:
+        """Start every worker process (spawned, catalogs loaded) before the first request."""
         if self.processes:
-            for _ in range(self.workers):
-                self.executor.submit(time.sleep, 0)
+            jobs = [asyncio.wrap_future(self.executor.submit(time.sleep, 0.05)) for _ in range(self.workers)]
+            await asyncio.gather(*jobs)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
