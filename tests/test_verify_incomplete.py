@@ -200,3 +200,15 @@ def test_a_benchmark_child_killed_at_its_deadline_leaves_an_incomplete_verdict()
     assert by["performance.completed"] == "incomplete" and by["performance.mem_bw"] == "incomplete"
     # a CPU torch build also fails software.torch here, and fail outranks incomplete
     assert verdict.status in ("incomplete", "fail") and verdict.exit_code in (1, 4)
+
+
+def test_a_busy_gpu_is_not_benchmarked_without_force() -> None:
+    base = healthy()
+    busy = {"nvmlDeviceGetMemoryInfo": {"total": 85520809984, "free": 50e9, "used": 30 * 2**30}}
+    ev = collect("quick", nvml_lib=fake_nvml(per_device={"2": busy}), run_software=lambda: base.software,
+                 read_host=lambda p: (base.host_info, [], {}))
+    assert "not benchmarked without --force" in ev.bench.reason and "GPU2: 30.0 GiB in use" in ev.bench.reason
+    verdict = judge(ev, H100)
+    by = {c.name: c.status for c in verdict.checks}
+    assert by["inventory.tenancy"] == "fail" and by["performance.mem_bw"] == "incomplete"
+    assert verdict.exit_code == 1

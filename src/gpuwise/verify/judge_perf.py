@@ -427,6 +427,29 @@ def check_visible(cx: Context) -> CheckResult:
                        Text("torch sees every GPU.", "torch 能看到所有 GPU。"))
 
 
+def check_spread(cx: Context) -> CheckResult:
+    """Timing noise: a large spread of per-iteration times means the GPU was shared or unstable."""
+    name = "performance.spread"
+    rows = []
+    for b in _bench(cx):
+        if not is_na(b.mem_bw_spread) and isinstance(b.mem_bw_spread, (int, float)):
+            rows.append((b.index, "device copy", float(b.mem_bw_spread)))
+        rows += [(b.index, f"{r.precision} matmul", float(r.spread)) for r in b.matmul if r.spread is not None]
+    if not rows:
+        return skipped(name, Text("No per-iteration spread in this evidence.", "此证据中没有逐次耗时的离散度。"))
+    limit = float(cx.th.get("measurement", "spread_warn"))
+    i, what, top = max(rows, key=lambda r: r[2])
+    if top > limit:
+        return CheckResult(name, "warn", round(top, 3), f"<= {limit:g}", "", Text(
+            f"GPU{i} {what} times vary by {top:.0%} ((p90 - p10) / median): the GPU was shared (time "
+            "slicing, a noisy neighbour) or its clocks moved; rerun and compare.",
+            f"GPU{i} {what} 的耗时离散 {top:.0%}（(p90 - p10) / 中位数）：GPU 被共享（分时、邻居干扰）或频率波动；"
+            "请重跑对比。"))
+    return CheckResult(name, "pass", round(top, 3), f"<= {limit:g}", "", Text(
+        f"Timings are medians of per-iteration CUDA events; the largest spread is {top:.1%} (GPU{i} {what}).",
+        f"耗时取逐次 CUDA 事件的中位数；最大离散度 {top:.1%}（GPU{i} {what}）。"))
+
+
 def check_completed(cx: Context) -> CheckResult:
     """Did every benchmark finish on every GPU? The benchmark process's own end, plus crashes."""
     name = "performance.completed"
@@ -460,7 +483,7 @@ def check_completed(cx: Context) -> CheckResult:
 
 
 CHECKS: tuple[Callable[[Context], CheckResult], ...] = (
-    check_completed, check_mem_bw, _matmul_check("bf16"), _matmul_check("fp16"), _matmul_check("fp8"),
+    check_completed, check_spread, check_mem_bw, _matmul_check("bf16"), _matmul_check("fp16"), _matmul_check("fp8"),
     _pcie_check("h2d"), _pcie_check("d2h"), check_allreduce,
     check_torch, check_driver_cuda, check_nccl, check_visible,
 )

@@ -74,6 +74,11 @@ def _rank_main(rank: int, world: int, spec: dict[str, Any], out: Any) -> None:
             elapsed = torch.tensor([(time.perf_counter() - t0) / spec["iters"]], device=dev)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
             points.append((size, float(elapsed.item())))
+            # correctness at this size too (nccl-tests -c): the large-message protocols differ
+            # from the small probe's, and a faulty link corrupts only some of them
+            t.fill_(float(rank + 1))
+            dist.all_reduce(t)
+            correct = correct and bool(torch.all(t == world * (world + 1) / 2).item())
             del t
         if rank == 0:
             out.put({"points": points, "correct": correct})
