@@ -125,9 +125,16 @@ def _figure(height: float, width: float = 9.0) -> Any:
 def _save(fig: Any, path: Path) -> None:
     if fig.axes and fig.axes[0].get_legend_handles_labels()[0]:
         fig.legend(loc="outside lower center", ncol=5, fontsize=8, frameon=False)
-    meta = {"Date": None} if path.suffix.lower() == ".svg" else {"Software": None}
+    import io
+
+    from gpuwise.safefile import write_output
+
+    svg = path.suffix.lower() == ".svg"
+    meta = {"Date": None} if svg else {"Software": None}
+    buf = io.BytesIO()
     try:
-        fig.savefig(path, dpi=150, metadata=meta)
+        fig.savefig(buf, format="svg" if svg else "png", dpi=150, metadata=meta)
+        write_output(path, buf.getvalue(), replace=True)  # whole, never through a symbolic link
     except OSError as exc:
         raise InputError(Text(f"Cannot write {path}: {exc.strerror or exc}.",
                               f"无法写入 {path}：{exc.strerror or exc}。")) from exc
