@@ -222,9 +222,11 @@ def _write_new(path: Path, text: str, *, force: bool) -> None:
         raise InputError(Text(f"{path} already exists.", f"{path} 已存在。"),
                          hint=Text("Pass --force to replace it, or --out to write elsewhere.",
                                    "加 --force 覆盖，或用 --out 写到别处。"))
+    from gpuwise.safefile import write_output
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_output(path, text, replace=True)  # whole, never through a symbolic link or onto a folder
     except OSError as exc:
         raise InputError(Text(f"Cannot write {path}: {exc.strerror or exc}.",
                               f"无法写入 {path}：{exc.strerror or exc}。")) from exc
@@ -323,6 +325,34 @@ def _yes_no(value: bool | None, lang: Lang) -> str:
     return ("是" if value else "否") if lang == "zh" else ("yes" if value else "no")
 
 
+# What each field of `gpuwise cards ID` is, in words (the field name stays beside it: it is the JSON key).
+FIELD_WORDS: dict[str, Text] = {
+    "vendor": Text("vendor", "厂商"), "architecture": Text("architecture", "架构"),
+    "form_factor": Text("form factor", "形态"), "aliases": Text("other names", "别名"),
+    "pci_device_ids": Text("PCI device ids", "PCI 设备 id"), "memory_gb": Text("memory, GB", "显存（GB）"),
+    "memory_cuda_gib": Text("memory CUDA sees, GiB", "CUDA 可见显存（GiB）"),
+    "memory_type": Text("memory type", "显存类型"), "mem_bw_gbps": Text("memory bandwidth, GB/s", "显存带宽（GB/s）"),
+    "fp32_tflops": Text("FP32 TFLOPS", "FP32 TFLOPS"), "tf32_dense_tflops": Text("TF32 dense TFLOPS", "TF32 稠密 TFLOPS"),
+    "bf16_dense_tflops": Text("BF16 dense TFLOPS", "BF16 稠密 TFLOPS"),
+    "fp16_dense_tflops": Text("FP16 dense TFLOPS", "FP16 稠密 TFLOPS"),
+    "fp16_fp16acc_dense_tflops": Text("FP16 dense TFLOPS, FP16 accumulate", "FP16 稠密 TFLOPS（FP16 累加）"),
+    "fp8_dense_tflops": Text("FP8 dense TFLOPS", "FP8 稠密 TFLOPS"), "int8_dense_tops": Text("INT8 dense TOPS", "INT8 稠密 TOPS"),
+    "fp4_dense_tflops": Text("FP4 dense TFLOPS", "FP4 稠密 TFLOPS"),
+    "bf16_sparse_tflops": Text("BF16 sparse TFLOPS", "BF16 稀疏 TFLOPS"),
+    "fp8_sparse_tflops": Text("FP8 sparse TFLOPS", "FP8 稀疏 TFLOPS"), "int8_sparse_tops": Text("INT8 sparse TOPS", "INT8 稀疏 TOPS"),
+    "interconnect": Text("GPU interconnect", "卡间互联"), "nvlink_gen": Text("NVLink generation", "NVLink 代数"),
+    "interconnect_bw_gbps": Text("interconnect bandwidth, GB/s", "互联带宽（GB/s）"),
+    "interconnect_max_gpus": Text("GPUs one link domain joins", "互联域内最多卡数"),
+    "max_gpus_per_node": Text("GPUs per server at most", "每台服务器最多卡数"),
+    "pcie_p2p": Text("PCIe peer-to-peer", "PCIe 点对点"), "pcie_gen": Text("PCIe generation", "PCIe 代数"),
+    "pcie_lanes": Text("PCIe lanes", "PCIe 通道数"), "tdp_w": Text("board power, W", "功耗（W）"),
+    "ecc": Text("ECC memory", "ECC 显存"), "ecc_note": Text("ECC note", "ECC 说明"),
+    "mig_profiles": Text("MIG profiles", "MIG 切分规格"), "compute_capability": Text("compute capability", "计算能力"),
+    "software": Text("software stack", "软件栈"), "release_year": Text("released", "发布年份"),
+    "family": Text("family", "系列"), "verification": Text("how the figures were checked", "数据核实程度"),
+}
+
+
 def _render_detail(result: CardDetail, lang: Lang) -> None:
     from rich.table import Table
 
@@ -333,6 +363,7 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
     table = Table(title=_esc(f"{card.name} ({card.id})"), show_header=False, header_style="bold")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
+    table.add_column("key", style="dim")
     skip = {"sources", "derived", "unverified", "notes", "id", "name"}
     for field in CARD_FIELDS:
         if field in skip:
@@ -344,11 +375,12 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
             shown = _yes_no(value, lang) + MARKS[card.provenance(field)]
         else:
             shown = _val(card, field, 2)
-        table.add_row(field, _esc(shown) or "–")
+        words = FIELD_WORDS.get(field)
+        table.add_row(words.render(lang) if words else field, _esc(shown) or "–", field)
     if result.quote is not None:
         q = result.quote
         table.add_row(Text("price per GPU-hour", "每卡时价格").render(lang),
-                      _esc(f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})"))
+                      _esc(f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})"), "")
     console.print(table)
     console.print(LEGEND.render(lang), markup=False)
     if card.notes:
