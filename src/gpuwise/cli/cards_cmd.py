@@ -354,16 +354,11 @@ FIELD_WORDS: dict[str, Text] = {
 
 
 def _render_detail(result: CardDetail, lang: Lang) -> None:
-    from rich.table import Table
-
     card = result.resolved.card
     console = _console()
     if result.resolved.note is not None:
         console.print(result.resolved.note.render(lang), style="yellow", markup=False)
-    table = Table(title=_esc(f"{card.name} ({card.id})"), show_header=False, header_style="bold")
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    table.add_column("key", style="dim")
+    rows = []
     skip = {"sources", "derived", "unverified", "notes", "id", "name"}
     for field in CARD_FIELDS:
         if field in skip:
@@ -376,11 +371,15 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
         else:
             shown = _val(card, field, 2)
         words = FIELD_WORDS.get(field)
-        table.add_row(words.render(lang) if words else field, _esc(shown) or "–", field)
+        rows.append([words.render(lang) if words else field, shown or "–", field])
     if result.quote is not None:
         q = result.quote
-        table.add_row(Text("price per GPU-hour", "每卡时价格").render(lang),
-                      _esc(f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})"), "")
+        rows.append([Text("price per GPU-hour", "每卡时价格").render(lang),
+                     f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})", ""])
+    # Chinese words name the field; the JSON key beside them (dropped first when narrow) is English.
+    columns = [Column(Text("field", "字段")), Column(Text("value", "取值")),
+               *([Column(Text("JSON key", "JSON 键"), keep=1)] if lang == "zh" else [])]
+    table, _ = fit_table(console, columns, [r[:len(columns)] for r in rows], lang, title=f"{card.name} ({card.id})")
     console.print(table)
     console.print(LEGEND.render(lang), markup=False)
     if card.notes:
