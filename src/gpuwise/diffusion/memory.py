@@ -127,17 +127,29 @@ def _vae_channels(vae: Component) -> tuple[int, int, int]:
     return ch[1], ch[0], 1
 
 
+def vae_upcast(model: DiffusionModel, job: ImageJob) -> bool:
+    """SDXL's pipeline decodes in float32 when the VAE is fp16 and its config says force_upcast
+    (diffusers StableDiffusionXLPipeline: needs_upcasting = vae.dtype == float16 and
+    vae.config.force_upcast); the other pipelines decode in the model's dtype."""
+    return (model.denoiser.class_name == "UNet2DConditionModel" and bool(model.vae.config.get("force_upcast"))
+            and precision_of(model, model.denoiser, job) == "fp16")
+
+
 def vae_decode_bytes(model: DiffusionModel, job: ImageJob) -> int:
     """Peak transient of the VAE decode: the full-resolution tensors of the last up block."""
     vae, k = model.vae, constants()["vae"]
     c_in, c_out, div = _vae_channels(vae)
     video = model.kind == "video"
-    copies = float(k["copies_3d"] if video else k["copies_2d"])
+    fixed, per = float(k["copies_2d_fixed"]), float(k["copies_2d_per_sample"])
+    if video:  # the 3D measurement, split in the 2D proportion
+        scale = float(k["copies_3d"]) / (fixed + per)
+        fixed, per = fixed * scale, per * scale
     tile = int(k["tile_px"].get(vae.class_name, vae.config.get("sample_size") or 512))
     h, w = (min(job.height, tile), min(job.width, tile)) if job.vae_tiling else (job.height, job.width)
     frames = min(job.frames, int(k["frames_per_pass"].get(vae.class_name, 1)))
     samples = 1 if (job.vae_slicing and not video) else job.batch
-    decode = samples * frames * h * w // div * (c_in + c_out) * 2 * copies
+    element = 4 if vae_upcast(model, job) else 2
+    decode = frames * h * w // div * (c_in + c_out) * element * (fixed + per * samples)
     output = job.batch * job.frames * 3 * job.height * job.width * 2  # the decoded frames, bf16
     return int(decode + output)
 
