@@ -3,7 +3,7 @@ tomllib re-reading the same catalog files (cards.toml alone is 2,000+ lines).
 
 A file's parsed document is kept as `marshal` bytes in the user's cache folder
 ($GPUWISE_CACHE_DIR, else $XDG_CACHE_HOME/gpuwise, else ~/.cache/gpuwise), keyed by the file's
-absolute path and checked against its size and modification time, so an edited file is parsed
+absolute path and checked against that path, its size and modification time, so an edited file is parsed
 again. marshal only rebuilds plain values (dict, list, str, numbers, bool, None); a document
 holding TOML dates is simply not cached. Any cache problem (unwritable folder, a truncated or
 foreign file) falls back to parsing: the cache can only make a load faster, never different.
@@ -14,11 +14,11 @@ Standard library only: every layer may use it.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
 import tomllib
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,9 @@ def cache_dir() -> Path:
 
 
 def _entry(path: Path) -> Path:
-    return cache_dir() / f"toml-{hashlib.sha1(str(path).encode('utf-8')).hexdigest()[:20]}.marshal"
+    # zlib's crc32, not hashlib (whose import costs more than the lookup saves); the entry holds the
+    # full path too, so two paths sharing a name only miss, never mix
+    return cache_dir() / f"toml-{zlib.crc32(str(path).encode('utf-8')):08x}-{len(str(path))}.marshal"
 
 
 def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -51,8 +53,9 @@ def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None =
         st = source.stat()
     except OSError:  # let the parser say what is wrong with the file, in its words
         return parse(source) if parse is not None else _plain(source)
-    stamp = (_TAG, st.st_size, st.st_mtime_ns)
-    entry = None if off else _entry(source.absolute())
+    key = str(source.absolute())
+    stamp = (_TAG, key, st.st_size, st.st_mtime_ns)
+    entry = None if off else _entry(Path(key))
     if entry is not None:
         try:
             kept = marshal.loads(entry.read_bytes())
@@ -71,7 +74,7 @@ def _plain(path: Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def _store(entry: Path, stamp: tuple[str, int, int], doc: dict[str, Any]) -> None:
+def _store(entry: Path, stamp: tuple[str, str, int, int], doc: dict[str, Any]) -> None:
     try:
         blob = marshal.dumps((stamp, doc))
     except ValueError:  # a TOML date or time: not a plain value, parse it each time
