@@ -69,3 +69,17 @@ def test_a_text_only_model_refuses_an_image_size() -> None:
     with pytest.raises(GpuwiseError) as err:
         estimate_json(EstimateRequest(model="qwen3-8b", card="4090", width=1024, height=1024))
     assert "no vision tower" in err.value.message.en
+
+
+def test_cli_prints_the_image_tokens_in_both_languages() -> None:
+    from typer.testing import CliRunner
+
+    from gpuwise.cli.app import _register, app
+
+    _register()
+    args = ["estimate", "qwen2.5-vl-7b", "--card", "rtx-4060-ti-16gb", "--weights", "int4", "--width", "1280",
+            "--height", "720"]
+    res = CliRunner().invoke(app, [*args, "--lang", "en"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and "1,198 tokens" in res.output and "FITS" in res.output
+    res = CliRunner().invoke(app, [*args, "--lang", "zh"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and "1,198 个 token" in res.output

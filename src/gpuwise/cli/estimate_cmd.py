@@ -339,10 +339,21 @@ def register(app: typer.Typer) -> None:
 
         run_command(json_out, lang, lambda: with_plot(estimate_json(req), plot, lang),
                     lambda r, lg: _render_diffusion(r, lg) if r.get("kind") == "diffusion"
-                    else render_estimate(r, lg, explain))
+                    else _render_with_images(r, lg, explain))
 
 
 def _render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     from gpuwise.cli.image_cmd import render_diffusion
 
     render_diffusion(r, lang)
+
+
+def _render_with_images(r: dict[str, Any], lang: Lang, explain: bool) -> None:
+    """An LLM estimate, plus the image tokens of a vision-language model shown images."""
+    render_estimate(r, lang, explain)
+    if r.get("vision"):
+        from rich.console import Console
+
+        from gpuwise.cli.image_cmd import vision_line
+
+        Console(highlight=False).print(vision_line(r, lang), markup=False)

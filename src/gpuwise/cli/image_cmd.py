@@ -142,3 +142,16 @@ def render_diffusion_model(s: dict[str, Any], lang: Lang) -> None:
                 f"{escape(p['source'])}[/]")
     for note in s.get("notes_zh" if zh else "notes", []):
         c.print("[yellow]![/] " + escape(note))
+
+
+def vision_line(r: dict[str, Any], lang: Lang) -> str | None:
+    """A vision-language estimate's image tokens: '1 image 1280x720 -> 728x1288, 1,198 tokens ...'."""
+    v = r.get("vision")
+    if not v:
+        return None
+    zh = lang == "zh"
+    size = f"{v['resized_width']}x{v['resized_height']}"
+    return ((f"图像：{v['images']} 张，缩放到 {size}，共 {v['image_tokens']:,} 个 token（上下文 {v['text_context']:,} → "
+             f"{v['context_with_images']:,}）· 视觉编码 {v['encoder_s'] * 1e3:,.0f} ms") if zh else
+            (f"images: {v['images']} resized to {size}, {v['image_tokens']:,} tokens (context {v['text_context']:,} -> "
+             f"{v['context_with_images']:,}) · vision encoder {v['encoder_s'] * 1e3:,.0f} ms"))
