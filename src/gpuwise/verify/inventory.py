@@ -330,7 +330,8 @@ def read_topology(nv: Nvml, n: int) -> tuple[Any, Any]:
                 row.append("X")
                 prow.append("X")
                 continue
-            links = min(peers[i].get(j, 0), peers[j].get(i, 0)) or peers[i].get(j, 0)
+            # both ends must see the link: a GPU whose links are all down reads NV# from no one
+            links = min(peers[i].get(j, 0), peers[j].get(i, 0))
             if links:
                 row.append(f"NV{links}")
             else:

@@ -25,6 +25,16 @@ from gpuwise.verify.raw import Evidence
 __all__ = ["Claim", "Context", "Verdict", "claimed_card", "find_card", "judge", "version_tuple"]
 
 VERDICT_SCHEMA_VERSION = 1
+# How the numbers are counted, stated in every verdict (bench.py, nccl.py).
+CONVENTIONS = {
+    "units": "GB/s = 1e9 bytes/s; TFLOPS = 1e12 FLOP/s; GiB = 2**30 bytes",
+    "mem_bw": "device copy, read + write counted (2 x bytes copied), >= 1 GiB buffers (L2 is <= 60 MB)",
+    "h2d_d2h": "pinned host memory, bytes counted once per direction",
+    "matmul": "dense n x n x n, 2 n^3 FLOPs, median of per-iteration CUDA-event times after warm-up",
+    "allreduce": "busbw = algbw x 2(n-1)/n (nccl-tests PERFORMANCE.md), the slowest rank's time",
+    "sustained": "bf16 GEMM rate with every GPU loaded together: burst = first 10 % of the window, "
+                 "sustained = its second half",
+}
 
 
 def find_card(name: str) -> Any | None:
@@ -124,6 +134,7 @@ class Verdict:
             "driver_version": _plain(ev.driver_version),
             "cuda_driver_version": _plain(ev.cuda_driver_version),
             "checks": [c.to_dict() for c in self.checks],
+            "conventions": CONVENTIONS,
         }
 
 
