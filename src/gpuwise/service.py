@@ -516,6 +516,10 @@ def cards_json(name: str | None = None, min_memory: float | None = None, nvlink:
     catalog = load_cards(())
     if name:
         return {"schema_version": 1, **resolve_card(name, catalog).to_dict()}
+    if min_memory is not None:
+        from gpuwise.bounds import check_value
+
+        check_value("min_memory", min_memory)  # finite, 0 or more (gpuwise.bounds)
     chosen = filter_cards(catalog, min_memory_gb=min_memory, nvlink=True if nvlink else None,
                           vendor=vendor, sort=sort)
     return {"schema_version": 1, "cards": [c.to_dict() for c in chosen]}

@@ -125,6 +125,10 @@ def cards(
         if name is not None:
             resolved = resolve_card(name, catalog)
             return CardDetail(resolved, price_per_gpu_hour(resolved.card.id, offers=offers))
+        if min_memory is not None:
+            from gpuwise.bounds import check_value
+
+            check_value("min_memory", min_memory)  # finite, 0 or more (gpuwise.bounds)
         chosen = filter_cards(catalog, min_memory_gb=min_memory, nvlink=True if nvlink else None,
                               vendor=vendor, sort=sort, prices=offers)
         return CardList(tuple(chosen), {c.id: price_per_gpu_hour(c.id, offers=offers) for c in chosen})
