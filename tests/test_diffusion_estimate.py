@@ -193,3 +193,12 @@ def test_cli_model_shows_a_pipeline_and_the_list_names_them() -> None:
 def test_a_typo_suggests_the_diffusion_preset() -> None:
     code, out = _cli("estimate", "flux-dvv", "--card", "4090", "--lang", "en")
     assert code == 2 and "flux.1-dev" in out
+
+
+@pytest.mark.parametrize(("flag", "value", "words"), [("frames", 0, "--frames must be between"),
+                                                      ("images", 0, "--images must be between"),
+                                                      ("width", 0, "--width must be between")])
+def test_zero_is_refused_not_taken_as_the_default(flag: str, value: int, words: str) -> None:
+    with pytest.raises(InputError) as err:
+        estimate_json(EstimateRequest(model="wan2.1-t2v-1.3b", card="4090", **{flag: value}))
+    assert words in err.value.message.en and err.value.message.zh

@@ -52,9 +52,10 @@ class ImageJob:
     def __post_init__(self) -> None:
         for name, (lo, hi) in BOUNDS.items():
             value = getattr(self, name)
+            flag = "--images" if name == "batch" else f"--{name}"  # the CLI's word for the batch
             if not lo <= value <= hi:
-                raise InputError(Text(f"--{name} must be between {lo:,} and {hi:,}; got {value:,}.",
-                                      f"--{name} 必须在 {lo:,} 到 {hi:,} 之间，实际为 {value:,}。"))
+                raise InputError(Text(f"{flag} must be between {lo:,} and {hi:,}; got {value:,}.",
+                                      f"{flag} 必须在 {lo:,} 到 {hi:,} 之间，实际为 {value:,}。"))
         if not 0.0 <= self.guidance <= 100.0:
             raise InputError(Text(f"--guidance must be between 0 and 100; got {self.guidance}.",
                                   f"--guidance 必须在 0 到 100 之间，实际为 {self.guidance}。"))

@@ -21,8 +21,10 @@ def job_from(req: Any, model: DiffusionModel) -> ImageJob:
     """An ImageJob from an EstimateRequest / PlanRequest; unset sizes take the model's defaults."""
     d = model.defaults
     offload = _OFFLOAD_ALIASES.get(req.offload, req.offload)
-    return ImageJob(width=req.width or d.width, height=req.height or d.height, frames=req.frames or d.frames,
-                    batch=req.images, steps=req.steps or d.steps,
+    def pick(value: int | None, default: int) -> int:
+        return default if value is None else value  # 0 is a value (refused by the bounds), not "unset"
+    return ImageJob(width=pick(req.width, d.width), height=pick(req.height, d.height),
+                    frames=pick(req.frames, d.frames), batch=req.images, steps=pick(req.steps, d.steps),
                     guidance=d.guidance if req.guidance is None else req.guidance, weights=req.weights,
                     te_weights=req.te_weights, offload=offload, vae_tiling=req.vae_tiling,
                     vae_slicing=req.vae_slicing, runtime=req.runtime, te_cpu=req.te_cpu)
