@@ -212,7 +212,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     at the family's prefill fraction of peak (FP8 at its own GEMM share); TP adds two all-reduces
     of the prompt per layer; weights kept off the GPU cross PCIe once per prompt (llama.cpp too:
     it offloads large batches' CPU layers to the GPU)."""
-    prompt = w.prompt_len
+    prompt = max(w.prompt_len, 1)  # a request of one token still prefills that token
     p = count_params(model)
     flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
     base = r.prefill_llamacpp if d.engine == "llamacpp" and r.prefill_llamacpp else r.prefill
