@@ -7,6 +7,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuwise.catalog.cards import load_cards, resolve_card
@@ -202,3 +204,15 @@ def test_zero_is_refused_not_taken_as_the_default(flag: str, value: int, words: 
     with pytest.raises(InputError) as err:
         estimate_json(EstimateRequest(model="wan2.1-t2v-1.3b", card="4090", **{flag: value}))
     assert words in err.value.message.en and err.value.message.zh
+
+
+@settings(max_examples=25, deadline=None)
+@given(w=st.integers(4, 96), h=st.integers(4, 96), steps=st.integers(1, 60),
+       offload=st.sampled_from(["none", "model", "group", "sequential"]))
+def test_a_bigger_image_or_more_steps_never_needs_less(w: int, h: int, steps: int, offload: str) -> None:
+    job = ImageJob(w * 16, h * 16, steps=steps, offload=offload)  # type: ignore[arg-type]
+    bigger = replace(job, width=job.width + 16)
+    assert estimate_memory(FLUX, bigger).required >= estimate_memory(FLUX, job).required
+    card = _card("h100-sxm")
+    more = estimate_diffusion(FLUX, replace(job, steps=steps + 1), card).speed.total_s
+    assert more > estimate_diffusion(FLUX, job, card).speed.total_s
