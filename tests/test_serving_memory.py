@@ -117,6 +117,7 @@ def test_sglang_05_derives_mem_fraction_static_from_its_reserve() -> None:
     assert rule.bracket(79.11, 1) == (8192, 256)
     assert len(prefill_graph_sizes(8192)) == 58
     expected = round((79.11 * 1024 - 13904) / (79.11 * 1024), 3)
+    assert expected == 0.828  # sgl-project/sglang#29092: "0.828 for H100 with Qwen3 32 B"
     assert rule.reserved_fraction(79.11, 1, 1, mla=False) == expected
     # MLA backends reserve 1.5 GB for prefill graphs instead
     assert rule.reserved_fraction(139.8, 8, 1, mla=True) == round((139.8 * 1024 - 16384) / (139.8 * 1024), 3)
