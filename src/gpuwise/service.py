@@ -32,6 +32,7 @@ class EstimateRequest:
     concurrency: int = 1
     output_tokens: int | None = None
     max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # None: the engine's default
     engine: str = "vllm"
     engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
@@ -135,7 +136,8 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
         targets = LORA_TARGETS
     w = Workload(task=req.task, weights=req.weights, kv_dtype=req.kv_dtype,  # type: ignore[arg-type]
                  context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
-                 max_num_batched_tokens=req.max_num_batched_tokens, seq_len=req.seq_len,
+                 max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
+                 seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
                  **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))

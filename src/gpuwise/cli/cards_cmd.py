@@ -291,7 +291,7 @@ def _price(quote: PriceQuote | None) -> str:
 # Columns of `gpuwise cards`: id, memory, bandwidth and BF16 always show; on a narrow terminal the
 # rest go in the order of `keep` (highest first), and `gpuwise cards ID` shows every field.
 _COLUMNS = [Column(Text("id", "id")), Column(Text("name", "名称"), keep=8),
-            Column(Text("memory GB / CUDA GiB", "显存 GB / CUDA GiB"), right=True),
+            Column(Text("memory GB / CUDA GiB", "显存 GB / CUDA GiB"), right=True, whole=True),
             Column(Text("bandwidth GB/s", "带宽 GB/s"), right=True),
             Column(Text("BF16 dense TF", "BF16 稠密 TF"), right=True),
             Column(Text("FP8 dense TF", "FP8 稠密 TF"), keep=2, right=True),

@@ -166,6 +166,7 @@ class Column:
     head: Text
     keep: int = 0
     right: bool = False
+    whole: bool = False  # its cells never wrap: lower-value columns go first to make room
 
 
 def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], lang: Lang, *,
@@ -196,13 +197,16 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[s
     def room() -> int:  # the width the cells may use: separators and padding take 3 per column
         return int(console.width) - 3 * len(shown) + 1
 
-    while sum(lows[i] for i in shown) > room():
+    def need() -> int:
+        return sum(body[i] if columns[i].whole else lows[i] for i in shown)
+
+    while need() > room():
         droppable = [i for i in shown if columns[i].keep > 0]
         if not droppable:
             break
         shown.remove(max(droppable, key=lambda i: (columns[i].keep, i)))
-    spare = max(0, room() - sum(lows[i] for i in shown))
-    widths = {i: lows[i] for i in shown}
+    widths = {i: body[i] if columns[i].whole and need() <= room() else lows[i] for i in shown}
+    spare = max(0, room() - sum(widths.values()))
     for target in (body, highs):  # rows on one line first, then headers
         wanting = sorted(shown, key=lambda i: target[i] - widths[i])  # the cheapest to make whole first
         for n, i in enumerate(wanting):

@@ -260,6 +260,7 @@ def register(app: typer.Typer) -> None:
         concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences served at once.")] = 1,
         output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context (default: a quarter, at most 1,024).")] = None,
         max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Prefill chunk (default: the engine's).")] = None,
+        max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Sequences the engine schedules at once; vLLM profiles its sampler over them (default: the engine's).")] = None,
         engine: Annotated[str, typer.Option("--engine", help="vllm | sglang | trtllm | llamacpp | transformers")] = "vllm",
         engine_version: Annotated[str, typer.Option("--engine-version", help="The engine's version, e.g. 0.11 (default: the newest rules, data/engines.toml).")] = "",
         mem_fraction: Annotated[float | None, typer.Option("--mem-fraction", help="SGLang --mem-fraction-static / TRT-LLM kv_cache_free_gpu_memory_fraction (default: the engine's).")] = None,
@@ -321,7 +322,8 @@ def register(app: typer.Typer) -> None:
         req = EstimateRequest(
             model=src, card=card, gpus=gpus, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
             concurrency=concurrency, output_tokens=output_tokens,
-            max_num_batched_tokens=max_num_batched_tokens, engine=engine, engine_version=engine_version,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, engine=engine,
+            engine_version=engine_version,
             mem_fraction=mem_fraction, cpu_mem_bw=cpu_mem_bw,
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,

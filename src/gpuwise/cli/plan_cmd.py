@@ -32,8 +32,9 @@ def _columns(r: dict[str, Any], lang: Lang) -> list[Column]:
     """The plan table: the answer columns always stay; detail columns go first on a narrow terminal."""
     obj, training = r["objective"], r["task"] != "infer"
     cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "CNY")
-    cols = [Column(Text("#", "#"), right=True), Column(Text("card", "显卡")), Column(Text("GPUs", "卡数")),
-            Column(Text("weights", "权重"), keep=2), Column(Text("memory/GPU GiB", "每卡显存 GiB"), keep=3, right=True)]
+    cols = [Column(Text("#", "#"), right=True), Column(Text("card", "显卡")), Column(Text("GPUs", "卡数"), whole=True),
+            Column(Text("weights", "权重"), keep=2),
+            Column(Text("memory/GPU GiB", "每卡显存 GiB"), keep=3, right=True, whole=True)]
     if training:
         cols += [Column(Text("tok/s", "token/s"), right=True), Column(Text("MFU", "MFU"), keep=4, right=True),
                  Column(Text("step s", "每步 秒"), keep=5, right=True)]
@@ -45,7 +46,8 @@ def _columns(r: dict[str, Any], lang: Lang) -> list[Column]:
                  Column(Text("TTFT s", "首 token 秒"), keep=4, right=True)]
     cols.append(Column(Text(per_hour(cur, "en"), per_hour(cur, "zh")), right=True))
     if obj["key"] not in ("per_hour", "tokens_per_s"):
-        cols.append(Column(Text(cur + obj["short"], money(cur, "zh") + obj["unit_zh"]), right=True))
+        short_zh = {"per_million_tokens": "/百万 token", "per_run": "/次"}.get(obj["key"], obj["unit_zh"])
+        cols.append(Column(Text(cur + obj["short"], money(cur, "zh") + short_zh), right=True))
     return cols
 
 

@@ -117,7 +117,7 @@ def batched_tokens(w: Workload, d: Deployment) -> int:
 def max_num_seqs(w: Workload, d: Deployment) -> int:
     """The engine's default sequence limit (vLLM caps it at the batched tokens)."""
     rules = rules_for(d)
-    seqs = rules.max_num_seqs_large if _large(d, rules) else rules.max_num_seqs_small
+    seqs = w.max_num_seqs or (rules.max_num_seqs_large if _large(d, rules) else rules.max_num_seqs_small)
     return min(seqs, batched_tokens(w, d)) if d.engine == "vllm" else seqs
 
 

@@ -44,6 +44,7 @@ class Workload:
     concurrency: int = 1  # sequences served at once
     output_tokens: int | None = None  # of --context; None: a chat-like quarter, at most 1,024
     max_num_batched_tokens: int | None = None  # None: the engine's default
+    max_num_seqs: int | None = None  # sequences the engine schedules at once (None: its default, data/engines.toml)
     seq_len: int = 2048  # training sequence length
     micro_batch: int = 1  # sequences per GPU per forward/backward
     grad_accum: int = 1  # micro-batches accumulated per optimizer step
@@ -80,6 +81,9 @@ class Workload:
             _check(0 < self.output_tokens < self.context,
                    f"--output-tokens must be between 1 and --context - 1; got {self.output_tokens}.",
                    f"--output-tokens 必须在 1 与 --context - 1 之间，实际为 {self.output_tokens}。")
+        if self.max_num_seqs is not None:
+            _check(0 < self.max_num_seqs <= MAX_TOKENS, f"--max-num-seqs must be positive; got {self.max_num_seqs}.",
+                   f"--max-num-seqs 必须为正数，实际为 {self.max_num_seqs}。")
         if self.max_num_batched_tokens is not None:
             _check(0 < self.max_num_batched_tokens <= MAX_TOKENS,
                    f"--max-num-batched-tokens must be positive; got {self.max_num_batched_tokens}.",
