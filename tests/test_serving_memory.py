@@ -162,3 +162,12 @@ def test_llama_cpp_start_up_lines_count_the_output_layer_and_split_the_kv_buffer
     part = _est(**base, gpu_layers=20)["engine_startup"]["lines"]
     assert part[0] == "load_tensors: offloaded 20/33 layers to GPU"
     assert part[1].endswith(" 1280.00 MiB") and part[2].endswith("  768.00 MiB")
+
+
+def test_max_num_seqs_sets_the_rows_vllm_profiles_its_sampler_over() -> None:
+    full = _est(model="qwen3-32b", card="h100-sxm", context=16000, engine_version="0.11")
+    few = _est(model="qwen3-32b", card="h100-sxm", context=16000, engine_version="0.11", max_num_seqs=64)
+    assert few["engine_startup"]["max_num_seqs"] == 64
+    assert few["memory"]["kv_pool"] > full["memory"]["kv_pool"] + 4 * GiB  # 960 fewer rows of 151,936 x 39 B
+    with pytest.raises(InputError):
+        _est(model="qwen3-32b", card="h100-sxm", max_num_seqs=0)
