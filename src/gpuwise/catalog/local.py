@@ -15,6 +15,7 @@ from gpuwise.catalog.safetensors_header import read_checkpoint, with_checkpoint
 from gpuwise.catalog.sources import read_config_file
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
+from gpuwise.safefile import check_regular
 from gpuwise.textsafe import clean_text
 
 _SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
@@ -72,6 +73,8 @@ def arch_from_folder(path: Path) -> ModelArch:
 
         return arch_from_gguf(_pick_gguf(folder, ggufs))
     if not config.is_file():
+        if config.exists():
+            check_regular(config)  # a FIFO, device or folder named config.json: say which
         raise _missing(folder)
     arch = arch_from_config(read_config_file(config), name, source=str(folder))
     if ckpt is None:
