@@ -184,6 +184,11 @@ def check_throttle(cx: Context) -> CheckResult:
             f"Clocks were held down under load by a setting ({desc}): application clocks or a "
             "clock lock set by the provider cost speed; ask them to reset it (`nvidia-smi -rac`, root).",
             f"负载下频率被设置压低（{desc}）：服务商设定的应用频率或锁频会损失速度；请其复位（`nvidia-smi -rac`，需 root）。"))
+    unseen = [g.index for g in cx.ev.gpus if g.index not in bad]
+    if cx.benchmarked and unseen:
+        return incomplete("health.throttle", Text(
+            f"No clocks-event reading under load for {gpu_list(unseen)}: their throttling was not seen.",
+            f"{gpu_list(unseen)} 负载下没有降频原因读数：未能观察其降频情况。"))
     capped = sorted(i for i, w in bad.items() if "sw_power_cap" in w)
     note = Text(f" The power cap was reached on {gpu_list(capped)} (normal at full load).",
                 f" {gpu_list(capped)} 达到功耗上限（满载时正常）。") if capped else Text("", "")

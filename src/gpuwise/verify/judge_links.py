@@ -59,11 +59,13 @@ def check_pcie(cx: Context) -> CheckResult:
             "The slot cannot reach the expected link: " + "; ".join(short) + " (a riser, an older "
             "platform or a BIOS setting).",
             "插槽达不到预期链路：" + "；".join(short) + "（转接卡、旧平台或 BIOS 设置所致）。"))
-    read = [s for s in load.values() if not is_na(s.pcie_gen)]
-    if cx.benchmarked and not read:
+    read = {i for i, s in load.items() if not is_na(s.pcie_gen)}
+    unseen = [g.index for g in rows if g.index not in read]
+    if cx.benchmarked and unseen:
         return incomplete("links.pcie", Text(
-            "The link was never read under load (idle links drop, so only a reading under load "
-            "shows downtraining).", "负载下从未读取链路（空闲时链路会降速，只有负载下的读数能发现降级）。"))
+            f"The link of {gpu_list(unseen)} was never read under load (idle links drop, so only a "
+            "reading under load shows downtraining).",
+            f"{gpu_list(unseen)} 的链路在负载下从未被读取（空闲时链路会降速，只有负载下的读数能发现降级）。"))
     if not load:
         return CheckResult("links.pcie", "pass", measured, expected, "", Text(
             "Maximum link is as expected; the current link was not judged because links drop "
