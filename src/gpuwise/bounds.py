@@ -89,6 +89,23 @@ BOUNDS: dict[str, Bound] = {b.field: b for b in (
 )}
 
 
+# Longest text per field: a model SRC is a preset, a hub id or a path (PATH_MAX is 4,096 bytes,
+# NAME_MAX 255 per component); a card name is a few words.
+TEXT_LIMITS: dict[str, tuple[str, int]] = {"model": ("SRC", 1024), "card": ("--card", 256),
+                                           "deploy_model": ("--deploy-model", 1024)}
+NAME_MAX = 255
+
+
+def check_text(field: str, value: str) -> None:
+    """A name or path no longer than its field allows (no component past NAME_MAX)."""
+    flag, limit = TEXT_LIMITS[field]
+    longest = max((len(part) for part in value.replace("\\", "/").split("/")), default=0)
+    if len(value) > limit or (field != "card" and longest > NAME_MAX):
+        raise InputError(Text(f"{flag} is {len(value):,} characters long; at most {limit:,} are allowed "
+                              f"({NAME_MAX} per path component).",
+                              f"{flag} 长 {len(value):,} 个字符，最多允许 {limit:,} 个（路径每段最多 {NAME_MAX} 个）。"))
+
+
 def _fmt(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
@@ -127,6 +144,10 @@ def check_fields(obj: Any) -> None:
         value = getattr(obj, field, None)
         if value is not None:
             check_value(bound.field, value)
+    for field in TEXT_LIMITS:
+        text = getattr(obj, field, None)
+        if isinstance(text, str):
+            check_text(field, text)
 
 
 def _relation(ok: bool, en: str, zh: str) -> None:
@@ -165,5 +186,5 @@ def check_request(req: Any) -> None:
                   f"--output-tokens {output_tokens:,} 必须小于 --context {req.context:,}（上下文包含提示与输出）。")
 
 
-__all__ = ["BOUNDS", "Bound", "check_fields", "check_layers", "check_parallelism", "check_request",
-           "check_value", "out_of_range"]
+__all__ = ["BOUNDS", "TEXT_LIMITS", "Bound", "check_fields", "check_layers", "check_parallelism", "check_request",
+           "check_text", "check_value", "out_of_range"]

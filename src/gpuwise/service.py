@@ -171,8 +171,10 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
 
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:
     """The `gpuwise estimate --json` object."""
+    from gpuwise.bounds import check_text
     from gpuwise.diffusion.resolve import is_diffusion_source
 
+    check_text("model", req.model)  # too long for any path or hub id: refused, never stat()ed
     if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_estimate_json
 
@@ -428,8 +430,10 @@ def run_plan(req: PlanRequest) -> PlanOutcome:
 
 def plan_json(req: PlanRequest) -> dict[str, Any]:
     """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
+    from gpuwise.bounds import check_text
     from gpuwise.diffusion.resolve import is_diffusion_source
 
+    check_text("model", req.model)  # too long for any path or hub id: refused, never stat()ed
     if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_plan_json
 
@@ -444,9 +448,11 @@ def _no_plan() -> InputError:
 
 def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict[str, Any]:
     """The `gpuwise model --json` object (documented in docs/json.md)."""
+    from gpuwise.bounds import check_text
     from gpuwise.catalog.params import count_params
     from gpuwise.diffusion.resolve import is_diffusion_source
 
+    check_text("model", src)  # a name too long for any path or hub id is refused, never stat()ed
     if hub == "auto" and is_diffusion_source(src):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_model_json
 
@@ -487,8 +493,10 @@ def emit_json(req: PlanRequest | None, target: str, from_file: str | None = None
     from gpuwise.export import emit, target_key
 
     if req is not None and not from_file:
+        from gpuwise.bounds import check_text
         from gpuwise.diffusion.resolve import is_diffusion_source
 
+        check_text("model", req.model)
         if is_diffusion_source(req.model):  # image and video pipelines: diffusers / comfyui settings
             from gpuwise.diffusion.service import diffusion_emit_json
 

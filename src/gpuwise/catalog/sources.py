@@ -40,13 +40,21 @@ def _from_path(path: Path) -> ModelArch:
     return arch_from_config(read_config_file(path), name, source=str(path))
 
 
+def _exists(path: Path) -> bool:
+    """Whether a local path exists; a name too long for the file system is simply not a path."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # ENAMETOOLONG, or a NUL byte
+        return False
+
+
 def load_model(src: str, *, hub: Hub = "auto", revision: str | None = None) -> ModelArch:
     """The architecture named by `src`. Presets and local files never touch the network."""
     preset = find_preset(src)
     if preset is not None and hub == "auto":
         return preset.arch()
     path = Path(src).expanduser()
-    if path.exists():
+    if _exists(path):
         return _from_path(path)
     size = _BARE_SIZE.match(src)
     if size:
