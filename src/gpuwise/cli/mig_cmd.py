@@ -70,8 +70,9 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
     console = Console(highlight=False)
     if d["kind"] == "gpuwise.mig.profiles":
         table = Table(title=f"{d['card']}: MIG ({d['mig_table']})", title_justify="left")
-        for name in ("profile", "SMs", "memory", "GiB", "max", "placements"):
-            table.add_column(name)
+        for head in (Text("Profile", "切片"), Text("SMs", "SM 占比"), Text("Memory", "显存占比"),
+                     Text("GiB", "GiB"), Text("Max", "最多"), Text("Start slices", "起始切片")):
+            table.add_column(head.render(lang))
         for r in d["profiles"]:
             table.add_row(r["profile"], r["sm_fraction"], r["memory_fraction"], f"{r['usable_gib']:.2f}",
                           str(r["max_instances"]), ",".join(map(str, r["placements"])))
