@@ -45,6 +45,7 @@ class CliCase:
     argv: tuple[str, ...]
     expect: Expect = "error"
     stdin: bytes | None = None
+    says: str = ""  # text the output must contain (e.g. "Replaced" when a file is replaced)
 
 
 @dataclass
@@ -168,6 +169,7 @@ def build_files(tmp: Path) -> dict[str, Path]:
     # outputs
     (tmp / "existing.json").write_text("keep me\n")
     f["existing.json"] = tmp / "existing.json"
+    (tmp / "replace-me.json").write_text("{}\n")
     (tmp / "victim.txt").write_text("keep me\n")
     f["victim.txt"] = tmp / "victim.txt"
     (tmp / "link.json").symlink_to(tmp / "victim.txt")
@@ -310,7 +312,8 @@ def cli_cases(f: dict[str, Path]) -> Iterator[CliCase]:
     tmp = f["a_dir"].parent
     yield CliCase("plan --save missing folder", (*PLAN, "--save", str(tmp / "missing/x/plan.json"), "--json"))
     yield CliCase("plan --save a directory", (*PLAN, "--save", p("a_dir"), "--json"))
-    yield CliCase("plan --save existing file", (*PLAN, "--save", p("existing.json"), "--json"))
+    yield CliCase("plan --save existing file", (*PLAN, "--save", str(tmp / "replace-me.json"), "--json"), "any",
+                  says="Replaced")
     yield CliCase("plan --save symlink", (*PLAN, "--save", p("link.json"), "--json"))
     yield CliCase("plan --save /dev/full", (*PLAN, "--save", "/dev/full", "--json"))
     yield CliCase("plan --save /proc/x", (*PLAN, "--save", "/proc/version", "--json"))
@@ -368,7 +371,8 @@ def run_cli_case(case: CliCase, env: dict[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             result["invalid_json"] = True
             result["json_error"] = str(exc)[:200]
-    result["accepted_wrong"] = case.expect == "error" and proc.returncode == 0
+    result["accepted_wrong"] = (case.expect == "error" and proc.returncode == 0) or (
+        bool(case.says) and case.says not in out + err)
     if result["traceback"] or result.get("invalid_json"):
         result["tail"] = (err or out)[-600:]
     return result
@@ -507,6 +511,13 @@ def _check_web(name: str, r: Any, counts: Counts) -> None:
                                 "body": r.text[:300]})
 
 
+def _alive(http: Any) -> bool:
+    try:
+        return bool(http.get("/api/health", timeout=WEB_TIMEOUT_S).status_code == 200)
+    except Exception:  # noqa: BLE001 - any failure means not answering
+        return False
+
+
 def run_web(base: str | None) -> Counts:
     import httpx
 
@@ -532,6 +543,10 @@ def run_web(base: str | None) -> Counts:
                 except httpx.TimeoutException:
                     counts.hangs += 1
                     counts.failures.append({"case": name, "problems": ["timed out"]})
+                    _log({"case": name, "hang": True})
+                    if not _alive(http):  # the server stopped answering: the rest would only wait
+                        counts.failures.append({"case": "server unresponsive after " + name})
+                        break
                     continue
                 except httpx.TransportError as exc:
                     counts.server_errors += 1
