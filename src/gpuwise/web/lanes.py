@@ -28,7 +28,7 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
 
-MAX_WAIT_S = 1.5  # expected queueing before a request is refused (Retry-After instead)
+MAX_WAIT_S = 1.0  # expected queueing before a request is refused (Retry-After instead): p99 near 2 s
 MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
 FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
 _EWMA = 0.2  # weight of the newest service time in the running mean
