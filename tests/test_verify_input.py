@@ -129,3 +129,20 @@ def test_a_nan_measurement_is_refused_by_verify_from(tmp_path: Path) -> None:
     path.write_text(json.dumps(edit("bench.3.mem_bw_bytes_per_s", float("nan"))))
     out = gpuwise("verify", "--from", str(path), "--json")
     assert out.returncode == 2 and "GPU 3 memory bandwidth is nan" in json.loads(out.stdout)["message"]
+
+
+def test_a_calibration_from_a_run_where_a_gpu_crashed_is_refused(tmp_path: Path) -> None:
+    from gpuwise.errors import InputError
+    from gpuwise.verify.calibration import load_calibration
+
+    data = edit("bench.2.errors", [{"kind": "matmul", "message": "RuntimeError: CUDA error: ECC", "precision": "bf16"}])
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="crashed on GPU 2"):
+        load_calibration(path)
+
+
+@pytest.mark.parametrize("value", ["3", "nan", "-5", "100000"])
+def test_a_duration_out_of_range_is_refused_before_any_work(value: str) -> None:
+    out = gpuwise("verify", "--duration", value)
+    assert out.returncode == 2 and "--duration must be 5 to 86400 seconds" in out.stderr

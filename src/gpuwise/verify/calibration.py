@@ -125,11 +125,25 @@ def load_calibration(path: str | Path, card: Card | None = None) -> Calibration:
                              f"{path} 未列出任何 GPU，无法确定实测值属于哪种显卡。"),
                         hint=Text("Save it again with `gpuwise verify --quick --save raw.json`.",
                                   "请用 `gpuwise verify --quick --save raw.json` 重新保存。"))
+    _refuse_crashed(ev, str(path))
     target = card if card is not None else _own_card(ev, str(path))
     checked = match_card(ev, target, str(path))
     check_readings(ev, target, str(path))  # before calibration_from_evidence converts them
     cal = calibration_from_evidence(ev, source=str(path))
     return replace(cal, card_id=target.id, card_name=target.name, device_id_checked=checked)
+
+
+def _refuse_crashed(ev: Evidence, path: str) -> None:
+    """A run in which a GPU crashed a benchmark measured a faulty server, not the card."""
+    crashed = [b for b in ([] if is_na(ev.bench) else ev.bench) if b.errors]
+    if crashed:
+        first = crashed[0].errors[0]
+        raise InputError(Text(f"{path}: a benchmark crashed on GPU {crashed[0].index} ({first.kind}: "
+                              f"{first.message[:120]}): its numbers describe a faulty server, not the card.",
+                              f"{path}：GPU {crashed[0].index} 上的测试崩溃（{first.kind}：{first.message[:120]}）："
+                              "这些数字反映的是故障服务器，而不是显卡本身。"),
+                         hint=Text("Calibrate from a run that `gpuwise verify` passes.",
+                                   "请使用 `gpuwise verify` 判定通过的运行结果来校准。"))
 
 
 def _own_card(ev: Evidence, path: str) -> Card:
