@@ -124,7 +124,8 @@ def test_another_tenants_process_fails() -> None:
     proc = [{"pid": 4242424, "usedGpuMemory": 20 * 2**30}]
     ev = with_nvml(per_device={"0": {"nvmlDeviceGetComputeRunningProcesses": proc}})
     result = check(ev, "inventory.processes")
-    assert result.status == "fail" and "Someone else's job" in result.detail.en
+    assert result.status == "fail" and "Another process, outside what this container" in result.detail.en
+    assert "another tenant's" in result.detail.en and "宿主机 PID" in result.detail.zh
     assert "pid 4242424" in result.detail.en and "20.0 GiB" in result.detail.en
 
 

@@ -203,12 +203,19 @@ def check_processes(cx: Context) -> CheckResult:
                            Text("No other process is using the GPUs.", "没有其他进程在使用 GPU。"))
     desc = "; ".join(f"GPU{i}: pid {p.pid} {p.name}" + (
         f" {p.used_memory_bytes / GiB:.1f} GiB" if p.used_memory_bytes else "") for i, p in found)
-    foreign = [p for _, p in found if p.same_user is not True]
-    if foreign and cx.term("exclusive") is not False:
-        return CheckResult("inventory.processes", "fail", len(found), 0, "processes", Text(
-            f"Someone else's job is on your GPUs ({desc}): it takes memory and skews every "
-            "benchmark. Ask the provider which tenant it is.",
-            f"有其他人的任务在您的 GPU 上（{desc}）：它占用显存并影响所有测试。请向服务商询问是哪个租户。"))
+    other_user = [p for _, p in found if p.same_user is False]
+    unseen = [p for _, p in found if p.same_user is None]
+    if (other_user or unseen) and cx.term("exclusive") is not False:
+        if other_user:  # visible in our /proc, run by another user id
+            who = Text("Another user's job is on your GPUs", "有其他用户的任务在您的 GPU 上")
+        else:  # NVML reports host PIDs inside a container: the owner cannot be seen from here
+            who = Text("Another process, outside what this container or VM can see (NVML reports host "
+                       "PIDs), is on your GPUs; if it is not yours, it is another tenant's",
+                       "有本容器或虚拟机看不到的进程在您的 GPU 上（NVML 报告的是宿主机 PID）；"
+                       "若不是您的，就是其他租户的")
+        return CheckResult("inventory.processes", "fail", len(found), 0, "processes", who + Text(
+            f" ({desc}): it takes memory and skews every benchmark. Ask the provider.",
+            f"（{desc}）：它占用显存并影响所有测试。请联系服务商。"))
     return CheckResult("inventory.processes", "warn", len(found), 0, "processes", Text(
         f"Your own processes use the GPUs ({desc}); stop them for a clean measurement.",
         f"您自己的进程正在使用 GPU（{desc}）；停止它们以获得干净的测量。"))
