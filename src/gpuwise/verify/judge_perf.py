@@ -235,9 +235,10 @@ def _judge_matmul(cx: Context, name: str, precision: str, runs: list[tuple[int, 
             f"{gpu_list([w[0] for w in wrong])} 的 {precision} 矩阵乘结果错误（相对误差 "
             f"{r.rel_error:.2g}，对照 fp32 参考）：GPU 有故障，请停止使用。"))
     i, r = min(runs, key=lambda p: p[1].flops_per_s)
+    table = "matmul_fp8" if precision == "fp8" else "matmul"  # fp8 judged on its own fractions
     result = _judge_ratio(name, _slowest(i), r.flops_per_s, _dense_ref(cx.card, precision),
-                          cx.term(f"min_{precision}_tflops"), cx.th.get("matmul", "pass_ratio"),
-                          cx.th.get("matmul", "fail_ratio"), TERA, "TFLOPS",
+                          cx.term(f"min_{precision}_tflops"), cx.th.get(table, "pass_ratio"),
+                          cx.th.get(table, "fail_ratio"), TERA, "TFLOPS",
                           Text(f"{precision} dense matmul n={r.n}", f"{precision} 稠密矩阵乘 n={r.n}"))
     best = max(run.flops_per_s for _, run in runs)
     spread = 1 - r.flops_per_s / best
