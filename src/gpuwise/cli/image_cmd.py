@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.cli.common import fmt_gib
+from gpuwise.cli.common import fmt_gib, money, per_hour
 from gpuwise.i18n import Lang
 
 _NAMES = {"text_encoding": ("text encoding", "文本编码"), "activations": ("denoiser activations", "去噪激活"),
           "vae_decode": ("VAE decode", "VAE 解码"), "runtime": ("CUDA context + workspaces", "CUDA 上下文与工作区")}
+_OFFLOAD = {"none": ("no offload", "不卸载"), "model": ("model offload", "模型级卸载"),
+            "sequential": ("sequential offload", "逐层卸载"), "group": ("group offload", "分组卸载"),
+            "lowvram": ("ComfyUI low-VRAM", "ComfyUI 低显存模式")}
+_OS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 _PHASES = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"), "decode": ("VAE decode", "VAE 解码")}
 
 
@@ -40,7 +44,9 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     c = Console(highlight=False)
     j, m, sp = r["job"], r["memory"], r["speed"]
     size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
-    title = f"{r['model']['name']} · {r['card_name']} · {size} · {j['steps']} steps · {j['offload']} offload"
+    offload = _OFFLOAD.get(j["offload"], (j["offload"], j["offload"]))[1 if zh else 0]
+    steps = f"{j['steps']} 步" if zh else f"{j['steps']} steps"
+    title = f"{r['model']['name']} · {r['card_name']} · {size} · {steps} · {offload}"
     t = Table(title=escape(title) + ("（峰值阶段：" + _PHASES[m["peak_phase"]][1] + "）" if zh else
                                       f" (peak: {_PHASES[m['peak_phase']][0]})"))
     t.add_column("项目" if zh else "component")
@@ -50,7 +56,7 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
         label = _NAMES.get(item["name"], (item["name"], item["name"]))[1 if zh else 0]
         t.add_row(escape(label), fmt_gib(item["bytes"]), escape(item["why_zh" if zh else "why"]))
     t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]", f"[bold]{fmt_gib(m['required'])}[/]", "")
-    t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), r["os"])
+    t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), _OS.get(r["os"], escape(str(r["os"]))))
     c.print(t)
     phases = " · ".join(f"{_PHASES[k][1 if zh else 0]} {fmt_gib(v)}" for k, v in m["phases"].items())
     c.print(("各阶段：" if zh else "phases: ") + phases)
@@ -66,8 +72,9 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
         f"{sp['achieved_tflops']:,.0f} TFLOPS"))
     cost = r.get("cost")
     if cost and cost.get("per_output") is not None:
-        c.print(f"{cost['per_hour']:,.2f} {cost['currency']}/h · {per} {cost['per_output']:,.4f} {cost['currency']}"
-                 f" ({escape(cost['provider'])}, {cost['as_of']})")
+        cur = cost["currency"]
+        c.print(f"{cost['per_hour']:,.2f} {per_hour(cur, lang)} · {per} {cost['per_output']:,.4f} {money(cur, lang)}"
+                f" ({escape(cost['provider'])}, {escape(str(cost['as_of']))})")
     if m.get("host_ram"):
         c.print(("需要主机内存 " if zh else "host RAM needed ") + fmt_gib(m["host_ram"]))
     if r.get("failure"):
