@@ -20,7 +20,8 @@ def _speed(**kw: object) -> dict:
 
 def test_a_decode_step_is_the_sum_of_its_parts() -> None:
     s = _speed(model="llama-3.1-8b", card="h100-sxm", context=8192, concurrency=64)
-    assert set(s["step_breakdown_s"]) == {"gemm", "attention", "communication", "offload", "overhead"}
+    assert set(s["step_breakdown_s"]) == {"gemm", "attention", "communication", "offload", "overhead",
+                                         "cpu"}
     assert sum(s["step_breakdown_s"].values()) == pytest.approx(s["tpot_s"], rel=1e-4)
 
 
@@ -116,3 +117,34 @@ def test_llama_cpp_prefill_runs_at_its_own_share_of_the_peak() -> None:
     lcpp = _speed(**kw, engine="llamacpp")["prefill_tokens_per_s"]
     hf = _speed(**kw, engine="transformers")["prefill_tokens_per_s"]
     assert lcpp / hf == pytest.approx(fam["llamacpp_prefill"] / fam["prefill"], rel=0.02)
+
+
+def test_vllm_v0_waits_for_its_python_scheduler_per_running_sequence() -> None:
+    """vLLM before 0.6 runs scheduling and output processing between GPU steps (vLLM v0.6.0
+    blog: 38 % of the time on the GPU); V1 overlaps them, so only V0 steps grow by a CPU term."""
+    from gpuwise.catalog.engines import step_cpu_per_seq
+
+    kw = {"model": "llama-3.1-8b", "card": "h100-sxm", "context": 381, "output_tokens": 179}
+    v0 = {c: _speed(**kw, concurrency=c, engine_version="0.5.4") for c in (1, 256)}
+    v1 = _speed(**kw, concurrency=256, engine_version="0.11")
+    per_seq = step_cpu_per_seq("vllm", "0.5.4")
+    assert per_seq > step_cpu_per_seq("vllm", "0.6.3") > step_cpu_per_seq("vllm", "0.11") == 0.0
+    assert v0[256]["step_breakdown_s"]["cpu"] == pytest.approx(256 * per_seq)
+    assert v0[1]["step_breakdown_s"]["cpu"] == pytest.approx(per_seq)
+    assert v1["step_breakdown_s"]["cpu"] == 0.0
+    gpu = sum(v0[256]["step_breakdown_s"][k] for k in ("gemm", "attention"))
+    # the blog's split at this setting: CPU / GPU = 62 / 38 (the row is derived from it)
+    assert v0[256]["step_breakdown_s"]["cpu"] / gpu == pytest.approx(62 / 38, rel=0.05)
+    assert v0[256]["tpot_s"] > 2 * v1["tpot_s"]
+
+
+def test_a_negative_step_cpu_row_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpuwise.catalog.engines import SHIPPED_ENGINES, load_step_cpu
+    from gpuwise.errors import GpuwiseError
+
+    bad = tmp_path / "engines.toml"
+    text = SHIPPED_ENGINES.read_text(encoding="utf-8")
+    bad.write_text(text.replace("per_seq_s = 5.8e-5", "per_seq_s = -1.0"), encoding="utf-8")
+    with pytest.raises(GpuwiseError):
+        load_step_cpu(bad)
+    assert len(load_step_cpu(SHIPPED_ENGINES)) >= 5

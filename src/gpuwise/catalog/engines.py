@@ -22,7 +22,7 @@ PoolRule = Literal["total_fraction", "static_fraction", "free_fraction", "grow"]
 LogStyle = Literal["vllm-v0", "vllm-v1", "sglang", "trtllm", "llamacpp", "none"]
 ENGINE_IDS = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
 SHIPPED_ENGINES = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
-_TOP = {"schema_version", "runtime", "vllm", "transformers", "llamacpp", "rule"}
+_TOP = {"schema_version", "runtime", "vllm", "transformers", "llamacpp", "rule", "step_cpu"}
 
 _F = FieldSpec
 RULE_FIELDS: dict[str, FieldSpec] = {
@@ -206,5 +206,52 @@ def engine_rules(engine: str, version: str = "") -> EngineRules:
     return fitting[-1]
 
 
-__all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "engine_rules", "load_rules",
-           "prefill_graph_sizes", "rules", "version_key"]
+STEP_CPU_FIELDS: dict[str, FieldSpec] = {
+    "engine": _F("str", required=True, choices=ENGINE_IDS),
+    "from_version": _F("str", required=True),
+    "per_seq_s": _F("float", required=True),
+    "source": _F("str", required=True),
+}
+
+
+@dataclass(frozen=True)
+class StepCpu:
+    """CPU time per running sequence per decode step that the GPU waits for (a [[step_cpu]] row)."""
+
+    engine: str
+    from_version: str
+    per_seq_s: float
+    source: str
+
+
+def load_step_cpu(path: Path) -> tuple[StepCpu, ...]:
+    """Every [[step_cpu]] row of one engines file, checked; a negative cost is refused."""
+    doc = read_toml(path)
+    out: list[StepCpu] = []
+    for i, row in enumerate(table_rows(doc, "step_cpu", path, _TOP)):
+        where = Text(f"step_cpu #{i + 1}", f"第 {i + 1} 条 step_cpu")
+        values = check_row(row, STEP_CPU_FIELDS, path=path, where=where, require=True)
+        if version_key(values["from_version"]) is None or values["per_seq_s"] < 0:
+            raise data_error(path, where, "from_version must be a version and per_seq_s >= 0.",
+                             "from_version 必须是版本号，per_seq_s 不能为负。")
+        out.append(StepCpu(**values))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def step_cpu_per_seq(engine: str, version: str = "") -> float:
+    """Seconds of un-overlapped CPU work per running sequence per decode step for `engine` at
+    `version` ('' = the newest row); 0 where the file has no row for the engine."""
+    rows = sorted((r for r in load_step_cpu(SHIPPED_ENGINES) if r.engine == engine),
+                  key=lambda r: version_key(r.from_version) or (0, 0, 0))
+    if not rows:
+        return 0.0
+    key = version_key(version) if version else None
+    if key is None:
+        return rows[-1].per_seq_s
+    fitting = [r for r in rows if (version_key(r.from_version) or (0, 0, 0)) <= key]
+    return (fitting or rows[:1])[-1].per_seq_s
+
+
+__all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "StepCpu", "engine_rules", "load_rules",
+           "load_step_cpu", "prefill_graph_sizes", "rules", "step_cpu_per_seq", "version_key"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
+from gpuwise.catalog.engines import step_cpu_per_seq
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import (
@@ -112,11 +113,12 @@ class _Step:
     attention: float  # reading every sequence's KV (and its FLOPs)
     communication: float  # two all-reduces per layer under tensor parallel
     offload: float  # weights kept off the GPU: streamed over PCIe, or run on the CPU (llama.cpp)
-    overhead: float
+    overhead: float  # fixed per step: launches, sampling (efficiency.toml decode_step_s)
+    cpu: float = 0.0  # per-sequence CPU work not overlapped with the GPU (engines.toml [[step_cpu]])
 
     @property
     def total(self) -> float:
-        return self.gemm + self.attention + self.communication + self.offload + self.overhead
+        return self.gemm + self.attention + self.communication + self.offload + self.overhead + self.cpu
 
 
 def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
@@ -159,7 +161,11 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     comm = 2 * model.num_layers / d.pp * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = float(efficiency_table()["overheads"]["decode_step_s"][d.engine])
-    return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead)
+    # CPU work the GPU waits for, per running sequence (vLLM V0's Python scheduler and output
+    # processing; data/engines.toml [[step_cpu]] by version): grows with the batch
+    cpu = step_cpu_per_seq(d.engine, d.engine_version) * batch
+    return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead,
+                 cpu=cpu)
 
 
 def _offload_rate(d: Deployment, mem: MemoryResult, r: Rates) -> float:
@@ -194,7 +200,7 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
     return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
-                      step_breakdown_s={**parts, "overhead": step.overhead},
+                      step_breakdown_s={**parts, "overhead": step.overhead, "cpu": step.cpu},
                       collective_busbw_bytes_per_s=r.allreduce if tp > 1 else 0.0,
                       collective_path=link_path(d.card, tp))
 
