@@ -215,6 +215,7 @@ class PlanRequest:
     concurrency: int = 1
     output_tokens: int | None = None
     engine: str = "vllm"
+    engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
     replicas: int | None = None  # serving engines; None: searched
     seq_len: int = 2048
     micro_batch: int = 1
@@ -346,6 +347,10 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
 
     check_request(req)  # every number within its bound (gpuwise.bounds)
     _check_plan(req)
+    if req.task == "infer":
+        from gpuwise.catalog.engines import engine_rules
+
+        engine_rules(req.engine, req.engine_version)  # an unknown engine or version is a message now
     model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
     w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
                  concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
@@ -362,6 +367,7 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
                       min_tokens_per_s_per_user=req.min_tokens_per_s_per_user, require=_split(req.require),
                       objective=req.objective, stage=req.stage, allow_offload=req.allow_offload,
                       weights=req.weights, global_batch=global_batch, replicas=req.replicas,
+                      engine=req.engine, engine_version=req.engine_version,
                       grad_ckpt_options=_ckpt_options(req) if req.grad_ckpt == "auto" else (req.grad_ckpt,))
     # read once per plan (with the user's files), not once per candidate
     offers = tuple(load_prices([req.prices_file] if req.prices_file else []))

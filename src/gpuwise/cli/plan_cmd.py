@@ -175,6 +175,8 @@ def register(app: typer.Typer) -> None:
         concurrency: Annotated[int, typer.Option("--concurrency")] = 1,
         output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context.")] = None,
         replicas: Annotated[int | None, typer.Option("--replicas", help="Serving engines behind a load balancer (default: searched).")] = None,
+        engine: Annotated[str, typer.Option("--engine", help="Serving engine whose rules size the plans: vllm | sglang | trtllm | llamacpp | transformers.")] = "vllm",
+        engine_version: Annotated[str, typer.Option("--engine-version", help="Engine version, e.g. 0.11 (default: the newest rules gpuwise has).")] = "",
         seq_len: Annotated[int, typer.Option("--seq-len")] = 2048,
         micro_batch: Annotated[int, typer.Option("--micro-batch", help="Largest micro-batch per GPU to try.")] = 1,
         grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Fixes the global batch at micro-batch x this.")] = None,
@@ -231,6 +233,7 @@ def register(app: typer.Typer) -> None:
             return PlanRequest(
                 model=src, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
                 concurrency=concurrency, output_tokens=output_tokens, replicas=replicas, seq_len=seq_len,
+                engine=engine, engine_version=engine_version,
                 micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
                 framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, lora_rank=lora_rank, budget=budget,
                 min_throughput=min_throughput, max_ttft=max_ttft, min_tokens_per_s_per_user=min_tps_user,

@@ -68,10 +68,16 @@ def _checkpoint(model: ModelArch, c: Candidate, choice: DeployChoices) -> tuple[
     if c.workload.is_training or fmt in (native, "auto") or fmt.startswith("gguf") \
             or (fmt in ("bf16", "fp16") and native in ("bf16", "fp16", "fp32")):
         return base, None, []
-    if fmt == "fp8" and native in ("bf16", "fp16", "fp32"):
+    if fmt == "fp8" and native in ("bf16", "fp16", "fp32") and c.deployment.engine == "trtllm":
         return base, "fp8", [Text(
-            "vLLM quantises the 16-bit checkpoint to FP8 as it loads it (--quantization fp8).",
-            "vLLM 在加载时把 16 位检查点在线量化为 FP8（--quantization fp8）。")]
+            f"TensorRT-LLM serves FP8 from a pre-quantised checkpoint (NVIDIA ModelOpt): pass an FP8 "
+            f"version of {base} with --deploy-model.",
+            f"TensorRT-LLM 需要预先量化的 FP8 检查点（NVIDIA ModelOpt）：请用 --deploy-model 指定 {base} 的该版本。")]
+    if fmt == "fp8" and native in ("bf16", "fp16", "fp32"):
+        name = "SGLang" if c.deployment.engine == "sglang" else "vLLM"
+        return base, "fp8", [Text(
+            f"{name} quantises the 16-bit checkpoint to FP8 as it loads it (--quantization fp8).",
+            f"{name} 在加载时把 16 位检查点在线量化为 FP8（--quantization fp8）。")]
     return base, None, [Text(
         f"The plan assumes {fmt} weights but {base} is {native}: pass an AWQ/GPTQ {fmt} checkpoint "
         f"of it with --deploy-model (e.g. search the hub for '{model.name} AWQ'); the export "

@@ -54,6 +54,8 @@ class Targets:
     global_batch: int | None = None  # training: sequences per optimizer step, kept fixed
     replicas: int | None = None  # serving: exactly this many engines (None: search)
     low_bit: bool = False  # the fallback pass: 4-bit allowed because nothing else fitted
+    engine: str = "vllm"  # serving: the engine whose memory and speed rules size each candidate
+    engine_version: str = ""  # its version ('' = the newest rules in data/engines.toml)
 
     @property
     def given(self) -> tuple[str, ...]:
@@ -117,7 +119,8 @@ def _serving(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[
             if nodes > (1 if per_node == 1 else MAX_NODES):
                 break
             for off in offloads:
-                yield Deployment(card=card, gpus=tp, offload=off), replicas, nodes  # type: ignore[arg-type]
+                yield (Deployment(card=card, gpus=tp, offload=off, engine=t.engine,  # type: ignore[arg-type]
+                                  engine_version=t.engine_version), replicas, nodes)
 
 
 def _training(w: Workload, card: Card, t: Targets) -> Iterator[Deployment]:
