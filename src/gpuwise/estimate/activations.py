@@ -118,6 +118,7 @@ class SavedActivations:
     kept: float
     recompute: float
     offloaded: float = 0.0
+    head: float = 0.0  # of `kept`, what only the last pipeline stage holds (final norm, head input)
 
 
 def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: float) -> SavedActivations:
@@ -138,14 +139,15 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
         checkpointed = n // every
         full = [p.total for i, p in enumerate(per) if (i + 1) % every != 0]
         kept, recompute, ckpts = sum(full) + checkpointed * sbh, biggest, checkpointed * sbh
-    kept += _head(model, w, full_ft)
+    head = _head(model, w, full_ft)
+    kept += head
     if not w.activation_offload:
-        return SavedActivations(kept=kept, recompute=recompute)
+        return SavedActivations(kept=kept, recompute=recompute, head=head)
     # torchtune OffloadActivations: saved tensors go to pinned host RAM as they are made and come
     # back one layer ahead of backward; the GPU keeps about two layers in flight
     on_gpu = 2 * (ckpts / n if ckpts else biggest)
     moved = max(0.0, kept - on_gpu)
-    return SavedActivations(kept=kept - moved, recompute=recompute, offloaded=moved)
+    return SavedActivations(kept=kept - moved, recompute=recompute, offloaded=moved, head=min(head, kept - moved))
 
 
 def _head(model: ModelArch, w: Workload, full_ft: bool) -> float:

@@ -233,6 +233,15 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     loss = loss_bytes(model, w, fw.loss_chunks) / tp
+    # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
+    # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
+    # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
+    # The worse of the two stages is the one reported.
+    in_flight = min(d.pp, w.grad_accum) if d.pp > 1 else 1
+    if in_flight > 1:
+        first = in_flight * (kept - acts.head / tp)
+        if first > kept + loss:
+            kept, loss = first, 0.0
     context, cublas, nccl = _runtime()
     talking = d.gpus * d.nodes > 1
     persistent = st.weights + st.adapters + st.optimizer + st.gather + cublas
