@@ -50,6 +50,7 @@ class LinearAttention:
     key_head_dim: int
     value_head_dim: int
     conv_kernel: int
+    ssm_dtype_bytes: float = 0.0  # config mamba_ssm_dtype (float32: 4) for the recurrent state; 0: the cache's
 
     @property
     def key_dim(self) -> int:
@@ -69,6 +70,13 @@ class LinearAttention:
         conv = self.conv_dim * (self.conv_kernel - 1)
         recurrent = self.num_value_heads * self.key_head_dim * self.value_head_dim
         return conv + recurrent
+
+    def state_bytes(self, conv_bytes: float) -> float:
+        """Bytes per sequence per layer: the conv window at `conv_bytes` an element, the recurrent
+        state at mamba_ssm_dtype where the config sets it."""
+        conv = self.conv_dim * (self.conv_kernel - 1)
+        recurrent = self.num_value_heads * self.key_head_dim * self.value_head_dim
+        return conv * conv_bytes + recurrent * (self.ssm_dtype_bytes or conv_bytes)
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ class ModelArch:
         """Fixed per-sequence state of linear-attention layers (conv window + recurrent state)."""
         if self.linear is None:
             return 0.0
-        return self.count_kind("linear") * self.linear.state_elements() * bytes_per_element
+        return self.count_kind("linear") * self.linear.state_bytes(bytes_per_element)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

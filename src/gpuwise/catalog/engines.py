@@ -59,6 +59,8 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "graph_mib_per_prefill_size": _F("float"),
     "graph_mib_mla": _F("float"),
     "memory_brackets": _F("strlist"),
+    "hybrid_page_alignment": _F("int"),
+    "state_blocks_per_request": _F("int"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -113,6 +115,10 @@ class EngineRules:
     graph_mib_per_prefill_size: float = 0.0
     graph_mib_mla: float = 0.0
     memory_brackets: tuple[str, ...] = ()  # "below_gib:chunked_prefill:decode_bs_tp_lt4:decode_bs_tp_ge4"
+    # vLLM's hybrid allocator (attention + Mamba/Gated-DeltaNet layers): attention pages grow in
+    # steps of this many tokens until one holds a layer's recurrent state (0: no shared page size)
+    hybrid_page_alignment: int = 0
+    state_blocks_per_request: int = 1  # pages each state group holds per request
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

@@ -182,7 +182,12 @@ def _linear(r: _Reader, kinds: tuple[LayerKind, ...]) -> LinearAttention | None:
     return LinearAttention(
         num_key_heads=r.int("linear_num_key_heads"), num_value_heads=r.int("linear_num_value_heads"),
         key_head_dim=r.int("linear_key_head_dim"), value_head_dim=r.int("linear_value_head_dim"),
-        conv_kernel=r.int("linear_conv_kernel_dim", default=4))
+        conv_kernel=r.int("linear_conv_kernel_dim", default=4),
+        ssm_dtype_bytes=_SSM_DTYPE_BYTES.get(r.str("mamba_ssm_dtype").lower(), 0.0))
+
+
+# mamba_ssm_dtype (Qwen3.5/3.6 config.json: "float32"): the recurrent state's element size
+_SSM_DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
 
 def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:

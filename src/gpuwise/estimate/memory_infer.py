@@ -228,12 +228,73 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),
                                 kv_pool=pool)
     return MemoryResult(breakdown=breakdown, usable=budget.usable,
-                        capacity=_capacity(model, w, elem, share, pool, rules.block_size), host=host)
+                        capacity=_capacity(model, w, elem, share, pool, rules.block_size,
+                                           hybrid_pages(model, elem, share, rules)), host=host)
 
 
-def _capacity(model: ModelArch, w: Workload, elem: float, share: float, pool: float, block: int) -> Capacity:
+@dataclass(frozen=True)
+class HybridPages:
+    """vLLM's hybrid allocator for attention + recurrent-state layers: one page size for every
+    layer (attention pages of `block` tokens, at least one layer's state; the state padded up),
+    layers in groups of `group_size` by the repeating pattern, one block pool for all groups."""
+
+    block: int  # attention tokens per page
+    page: float  # bytes per page per layer (per GPU)
+    group_size: int  # layers per group: num_blocks = pool // page // group_size
+    attention_groups: int
+    state_groups: int
+    state_blocks: int  # pages each state group holds per request
+
+    @property
+    def groups(self) -> int:
+        return self.attention_groups + self.state_groups
+
+    def blocks(self, pool: float) -> int:
+        return int(pool // self.page // self.group_size)
+
+    def log_tokens(self, pool: float) -> int:
+        """'GPU KV cache size': the blocks shared out evenly over the groups, in tokens."""
+        return self.blocks(pool) // self.groups * self.block
+
+    def blocks_per_request(self, context: int) -> int:
+        return math.ceil(context / self.block) * self.attention_groups + self.state_blocks * self.state_groups
+
+
+def hybrid_pages(model: ModelArch, elem: float, share: float, rules: EngineRules) -> HybridPages | None:
+    """The shared page layout where the engine has one (engines.toml hybrid_page_alignment) and
+    the model mixes attention with linear-attention layers; None otherwise. The conv window is
+    kept in the model's 16-bit dtype, the recurrent state at mamba_ssm_dtype (arch.LinearAttention)."""
+    attn = model.count_kind("full") + model.count_kind("sliding")
+    linear = model.count_kind("linear")
+    if not rules.hybrid_page_alignment or model.linear is None or not attn or not linear:
+        return None
+    per_token = model.kv_elements_per_token_per_layer() * elem * share
+    state = model.linear.state_bytes(2.0) * share
+    align = rules.hybrid_page_alignment
+    block = align * max(1, math.ceil(state / (align * per_token)))
+    group = min(attn, linear)
+    return HybridPages(block=block, page=block * per_token, group_size=group,
+                       attention_groups=math.ceil(attn / group), state_groups=math.ceil(linear / group),
+                       state_blocks=rules.state_blocks_per_request)
+
+
+def _hybrid_capacity(model: ModelArch, w: Workload, pages: HybridPages, pool: float) -> Capacity:
+    """Capacity under the hybrid allocator: requests take ceil(context / block) pages in each
+    attention group and a fixed number in each state group, from one pool of blocks."""
+    blocks = pages.blocks(pool)
+    max_conc = blocks / pages.blocks_per_request(w.context)
+    per_seq = blocks / w.concurrency - pages.state_blocks * pages.state_groups
+    context = int(per_seq // pages.attention_groups) * pages.block if per_seq > 0 else 0
+    return Capacity(kv_tokens=pages.log_tokens(pool), max_concurrency=max_conc,
+                    max_context=min(context, model.max_context))
+
+
+def _capacity(model: ModelArch, w: Workload, elem: float, share: float, pool: float, block: int,
+              pages: HybridPages | None = None) -> Capacity:
     """KV tokens the pool holds (whole pages of `block` tokens), sequences of --context it
     serves, context at --concurrency."""
+    if pages is not None:
+        return _hybrid_capacity(model, w, pages, pool)
     per_token = model.kv_bytes_per_token(elem) * share
     kv_tokens = int(pool // (per_token * block)) * block if per_token else 0
     per_seq = sequence_kv_bytes(model, w.context, elem) * share

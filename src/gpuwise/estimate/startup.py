@@ -14,8 +14,10 @@ from typing import Any
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.memory_infer import (
+    HybridPages,
     batched_tokens,
     engine_fraction,
+    hybrid_pages,
     kv_element_bytes,
     kv_share,
     max_num_seqs,
@@ -28,8 +30,16 @@ from gpuwise.units import GiB, MiB
 V0_SWAP_SPACE_GIB = 4  # vLLM V0 --swap-space default (CPU blocks)
 
 
-def _vllm_lines(w: Workload, pool: float, tokens: int, block: int, per_token: float, v0: bool) -> list[str]:
+def _vllm_lines(w: Workload, pool: float, tokens: int, block: int, per_token: float, v0: bool,
+                pages: HybridPages | None = None) -> list[str]:
     concurrency = tokens / w.context if w.context else 0.0
+    if pages is not None:  # hybrid: requests hold pages per group, not tokens / context
+        hybrid = pages.blocks(pool) / pages.blocks_per_request(w.context)
+        setting = f"Setting attention block size to {pages.block} tokens to ensure that attention page size"
+        return [f"{setting} is >= mamba page size.",
+                f"Available KV cache memory: {pool / GiB:.2f} GiB",
+                f"GPU KV cache size: {tokens:,} tokens",
+                f"Maximum concurrency for {w.context:,} tokens per request: {hybrid:.2f}x"]
     if v0:
         cpu_blocks = int(V0_SWAP_SPACE_GIB * GiB // (per_token * block)) if per_token else 0
         return [f"# GPU blocks: {tokens // block}, # CPU blocks: {cpu_blocks}",
@@ -78,7 +88,8 @@ def startup(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> 
     per_token = model.kv_bytes_per_token(kv_element_bytes(w, model)) * kv_share(model, tp) / d.pp
     pool, tokens = mem.breakdown.kv_pool, mem.capacity.kv_tokens
     if rules.log_style in ("vllm-v0", "vllm-v1"):
-        lines = _vllm_lines(w, pool, tokens, rules.block_size, per_token, rules.log_style == "vllm-v0")
+        pages = hybrid_pages(model, kv_element_bytes(w, model), kv_share(model, tp) / d.pp, rules)
+        lines = _vllm_lines(w, pool, tokens, rules.block_size, per_token, rules.log_style == "vllm-v0", pages)
         fraction = d.gpu_memory_utilization
     elif rules.log_style == "sglang":
         lines = _sglang_lines(model, w, d, tokens, per_token)
