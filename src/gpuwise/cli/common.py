@@ -169,7 +169,7 @@ class Column:
     whole: bool = False  # its cells never wrap: lower-value columns go first to make room
 
 
-def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], lang: Lang, *,
+def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[Any]], lang: Lang, *,
               title: str | None = None) -> tuple[Any, list[str]]:
     """A table that fits `console.width` without splitting a word.
 
@@ -183,7 +183,9 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[s
     from rich.text import Text as RichText
 
     heads = [RichText(col.head.render(lang)) for col in columns]
-    cells = [[RichText(printable(str(cell))) for cell in row] for row in rows]
+    # a str is plain text (never markup); a rich Text (a styled status word) is kept as it is
+    cells = [[cell if isinstance(cell, RichText) else RichText(printable(str(cell))) for cell in row]
+             for row in rows]
     wide = console.options.update_width(100_000)
     lows, body, highs = [], [], []  # longest word; longest body cell; longest cell or header
     for i, head in enumerate(heads):

@@ -147,8 +147,9 @@ def _collect(options: _Options, show_progress: bool) -> Any:
 
 def _render(verdict: Any, lang: Lang) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text as RichText
 
+    from gpuwise.cli.common import Column, dropped_note, fit_table
     from gpuwise.verify.checks import GROUPS, group_of
     from gpuwise.verify.report import STATUS_WORDS, fmt_value
 
@@ -157,16 +158,18 @@ def _render(verdict: Any, lang: Lang) -> None:
     names = " / ".join(sorted({g.name for g in ev.gpus}))
     console.print(f"[bold]gpuwise verify[/] {ev.host} - {len(ev.gpus)} x {names} "
                   f"({ev.source}, {ev.mode})")
-    table = Table(show_lines=False)
-    for head in (Text("Check", "检查项"), Text("Status", "结果"), Text("Measured", "实测"),
-                 Text("Expected", "期望"), Text("Detail", "说明")):
-        table.add_column(head.render(lang), overflow="fold")
-    for group in GROUPS:
-        for c in (c for c in verdict.checks if group_of(c.name) == group):
-            word = STATUS_WORDS[c.status].render(lang)
-            table.add_row(c.name, f"[{_STYLE[c.status]}]{word}[/]", fmt_value(c.measured, c.unit),
-                          fmt_value(c.expected, c.unit), c.detail.render(lang))
+    # a table that fits the terminal: no check name cut mid-word (gpuwise.cli.common.fit_table)
+    columns = [Column(Text("Check", "检查项")), Column(Text("Status", "结果"), whole=True),
+               Column(Text("Measured", "实测"), right=True), Column(Text("Expected", "期望"), keep=1, right=True),
+               Column(Text("Detail", "说明"))]
+    rows = [[c.name, RichText(STATUS_WORDS[c.status].render(lang), style=_STYLE[c.status]),
+             fmt_value(c.measured, c.unit), fmt_value(c.expected, c.unit), c.detail.render(lang)]
+            for group in GROUPS for c in verdict.checks if group_of(c.name) == group]
+    table, dropped = fit_table(console, columns, rows, lang)
     console.print(table)
+    note = dropped_note(dropped, lang)
+    if note is not None:
+        console.print(note, style="dim", markup=False)
     counts = verdict.counts()
     summary = Text(f"{counts['fail']} failed, {counts['incomplete']} incomplete, {counts['warn']} warnings, "
                    f"{counts['pass']} passed, {counts['skipped']} skipped.",
