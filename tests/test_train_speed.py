@@ -90,3 +90,23 @@ def test_compile_and_float8_make_a_step_faster_on_a_card_with_fp8() -> None:
     fp8 = speed(compile=True, float8=True, **kw)
     assert eager["tokens_per_s"] < compiled["tokens_per_s"] < fp8["tokens_per_s"]
     assert fp8["mfu"] < 1.0  # MFU stays against the bf16 peak
+
+
+def test_interleaving_halves_the_bubble_and_costs_first_stage_memory() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "tp": 2, "pp": 4,
+                          "task": "pretrain", "framework": "megatron", "seq_len": 4096, "grad_accum": 8,
+                          "grad_ckpt": "selective"}
+    plain, inter = estimate_json(EstimateRequest(**kw)), estimate_json(EstimateRequest(**kw, virtual_stages=2))
+    assert inter["speed"]["step_breakdown_s"]["pp_bubble"] == pytest.approx(
+        plain["speed"]["step_breakdown_s"]["pp_bubble"] / 2, rel=1e-6)
+    assert inter["memory"]["allocated_peak"] > plain["memory"]["allocated_peak"]
+
+
+def test_tp_overlap_is_opt_in_and_torchtitan_needs_compile_for_it() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "tp": 8,
+                          "task": "pretrain", "seq_len": 4096, "grad_ckpt": "full"}
+    def tp(**more: Any) -> float:
+        return float(speed(**kw, **more)["step_breakdown_s"]["tp_comm"])
+    assert tp(framework="megatron", tp_overlap=True) < tp(framework="megatron")
+    assert tp(framework="torchtitan", tp_overlap=True) == pytest.approx(tp(framework="torchtitan"))
+    assert tp(framework="torchtitan", tp_overlap=True, compile=True) < tp(framework="torchtitan", compile=True)

@@ -237,9 +237,11 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
     # The worse of the two stages is the one reported.
+    # Interleaved 1F1B (v model chunks per stage) warms up further: x (1 + (p - 1) / (p v)) (same section).
     in_flight = min(d.pp, w.grad_accum) if d.pp > 1 else 1
     if in_flight > 1:
-        first = in_flight * (kept - acts.head / tp)
+        interleave = 1 + (d.pp - 1) / (d.pp * d.virtual_stages) if d.virtual_stages > 1 else 1.0
+        first = in_flight * interleave * (kept - acts.head / tp)
         if first > kept + loss:
             kept, loss = first, 0.0
     context, cublas, nccl = _runtime()

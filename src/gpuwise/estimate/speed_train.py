@@ -182,7 +182,7 @@ def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share:
     count = (4 + 2 * re_share) * model.num_layers / lay.pp
     total = count * allreduce_seconds(msg, lay.tp, r.allreduce, r.link_latency)
     t = _table()
-    overlap = float(t["tp_overlap"].get(w.framework, 0.0))
+    overlap = float(t["tp_overlap"].get(w.framework, 0.0)) if w.tp_overlap else 0.0
     if w.framework in t["tp_overlap_needs_compile"] and not w.compile:
         overlap = 0.0
     return total, max(total - overlap * busy, (1 - overlap) * total)
@@ -259,7 +259,7 @@ def pipeline_bubble(pp: int, micro_batches: int, virtual_stages: int = 1) -> flo
 
 
 def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
-                inter_node_gbps: float | None = None, virtual_stages: int = 1) -> TrainSpeed:
+                inter_node_gbps: float | None = None) -> TrainSpeed:
     """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x accumulation
     x DP ranks), with the step broken into the parts that add up to it. Without inter_node_gbps the
     nodes talk over the card's platform reference fabric (data/form_factors.toml)."""
@@ -273,7 +273,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                         inter_node_gbps / 8 * GB / max(1, d.gpus))
     busy_mb = mb["compute"] + mb["recompute"] + mb["memory_bound"]
     stage_mb = busy_mb + mb["tp_comm"] + ep_mb
-    bubble = (d.pp - 1) / virtual_stages * stage_mb if d.pp > 1 else 0.0
+    bubble = (d.pp - 1) / d.virtual_stages * stage_mb if d.pp > 1 else 0.0  # interleaving: 1/v the bubble
     dp_total, per_mb = _dp_seconds(model, w, d, r, lay, inter_node_gbps)
     table = efficiency_table()
     if per_mb:  # FSDP prefetch: each micro-batch's gathers and scatters hide under its own compute
