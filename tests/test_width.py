@@ -11,6 +11,7 @@ import contextlib
 import io
 import re
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from gpuwise.cli.common import DROPPED_NOTE
 from gpuwise.cli.helpfmt import cells
 from gpuwise.i18n import Lang
 
+VERIFY_FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "verify" / "h100x8_raw.json")
 COMMANDS: list[tuple[str, ...]] = [
     ("cards",),
     ("cards", "h100"),
@@ -30,6 +32,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--task", "lora", "--tokens", "1e8"),
     ("plan", "llama-3.1-8b", "--concurrency", "16", "--objective", "cost-per-token", "--top", "3"),
     ("plan", "llama-3.1-8b", "--task", "lora", "--tokens", "1e8", "--top", "3"),
+    ("verify", "--from", VERIFY_FIXTURE),
     ("--help",),
     ("estimate", "--help"),
     ("plan", "--help"),

@@ -205,7 +205,8 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
     while need() > room():
         droppable = [i for i in shown if columns[i].keep > 0]
         if not droppable:
-            break
+            # still too wide with one word a line: one block per row instead of a table
+            return _stacked(console, [columns[i].head.render(lang) for i in range(len(columns))], cells, title), []
         shown.remove(max(droppable, key=lambda i: (columns[i].keep, i)))
     widths = {i: body[i] if columns[i].whole and need() <= room() else lows[i] for i in shown}
     spare = max(0, room() - sum(widths.values()))
@@ -233,6 +234,25 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
         table.add_row(*(row[i] for i in shown))
     dropped = [columns[i].head.render(lang) for i in range(len(columns)) if i not in shown]
     return table, dropped
+
+
+def _stacked(console: Any, heads: Sequence[str], cells: Sequence[Sequence[Any]], title: str | None) -> Any:
+    """Rows as blocks: the first cell as a heading, then one 'column: value' line per other cell,
+    wrapped by terminal cells (for a terminal too narrow for the table's words side by side)."""
+    from rich.console import Group
+    from rich.text import Text as RichText
+
+    from gpuwise.cli.helpfmt import line_spans
+
+    width = int(console.width)
+    lines: list[Any] = [RichText(printable(title), style="bold")] if title else []
+    for row in cells:
+        lines.append(RichText.assemble(row[0], style="bold"))
+        for head, cell in zip(heads[1:], row[1:], strict=False):
+            text = RichText.assemble(f"  {head}: ", cell)
+            for n, (start, end) in enumerate(line_spans(text.plain, width, 4)):
+                lines.append(text[start:end] if n == 0 else RichText("    ") + text[start:end])
+    return Group(*lines)
 
 
 DROPPED_NOTE = Text("Not shown at this width: {names} (widen the terminal or use --json).",
