@@ -40,6 +40,9 @@ class EstimateRequest:
     gpu_memory_utilization: float = 0.9
     tp: int = 0
     pp: int = 1
+    ep: int = 1  # training: expert parallelism for MoE models
+    virtual_stages: int = 1  # training: interleaved 1F1B model chunks per pipeline stage
+    tp_overlap: bool = False  # training: TP communication overlap (Megatron --tp-comm-overlap, torchtitan AsyncTP)
     offload: str = "none"
     cpu_offload_gb: float = 0.0
     gpu_layers: int | None = None
@@ -50,7 +53,7 @@ class EstimateRequest:
     replicas: int = 1
     prices_file: str | None = None
     # Training knobs: None takes the --framework's default (data/frameworks.toml).
-    framework: str = "hf"
+    framework: str = "auto"
     optimizer: str | None = None
     grad_ckpt: str | None = None
     loss: str | None = None
@@ -71,7 +74,7 @@ class EstimateRequest:
     provider: str | None = None
     billing: str = "hourly"
     train_tokens: float | None = None
-    inter_node_gbps: float = 100.0
+    inter_node_gbps: float | None = None
     # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
     width: int | None = None
     height: int | None = None
@@ -100,9 +103,9 @@ def _check_hub(hub: str) -> None:
 def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict[str, Any]:
     """The Workload fields of a training run: the framework's defaults, each explicit flag
     winning (an EstimateRequest or a PlanRequest). `--weights fp8` in training means Float8."""
-    from gpuwise.catalog.frameworks import KNOBS, find_framework, resolve_knobs
+    from gpuwise.catalog.frameworks import AUTO, KNOBS, find_framework, resolve_knobs
 
-    fw = find_framework(req.framework)
+    fw = find_framework(req.framework, req.task)
     explicit = {k: getattr(req, k, None) for k in KNOBS}
     if search_ckpt:
         explicit["grad_ckpt"] = "none"  # the planner tries its own list
@@ -110,14 +113,15 @@ def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict
         explicit["float8"] = True
     knobs, defaults = resolve_knobs(fw, req.task, multi_gpu=multi_gpu, explicit=explicit)
     training = req.task != "infer"
-    return {**knobs, "framework": fw.id, "framework_defaults": defaults if training else ()}
+    chosen = ("framework",) if req.framework.strip().lower() == AUTO else ()
+    return {**knobs, "framework": fw.id, "framework_defaults": (*chosen, *defaults) if training else ()}
 
 
 def _ckpt_options(req: Any) -> tuple[str, ...]:
     """--grad-ckpt auto: no recompute, the framework's own policy, then full recomputation."""
     from gpuwise.catalog.frameworks import find_framework
 
-    own = find_framework(req.framework).grad_ckpt
+    own = find_framework(req.framework, req.task).grad_ckpt
     return tuple(dict.fromkeys(("none", own, "full")))
 
 
@@ -140,13 +144,14 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                  seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
-                 **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
+                 tp_overlap=req.tp_overlap, **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp, engine=req.engine,  # type: ignore[arg-type]
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
                    offload=req.offload, cpu_offload_gib=req.cpu_offload_gb,  # type: ignore[arg-type]
                    gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
                    engine_version=req.engine_version, mem_fraction=req.mem_fraction,
-                   cpu_mem_bw_gbps=req.cpu_mem_bw)
+                   cpu_mem_bw_gbps=req.cpu_mem_bw, ep=req.ep,
+                   virtual_stages=req.virtual_stages)
     return model, w, d, resolved.note
 
 
@@ -221,7 +226,7 @@ class PlanRequest:
     micro_batch: int = 1
     grad_accum: int | None = None
     global_batch: int | None = None  # sequences per optimizer step, kept fixed by the search
-    framework: str = "hf"
+    framework: str = "auto"
     optimizer: str | None = None
     grad_ckpt: str = "auto"  # auto: try none, then full recomputation
     lora_rank: int = 16
@@ -238,7 +243,7 @@ class PlanRequest:
     stage: str | None = None
     allow_offload: bool = False
     train_tokens: float | None = None
-    inter_node_gbps: float = 100.0
+    inter_node_gbps: float | None = None
     # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
     width: int | None = None
     height: int | None = None
@@ -476,11 +481,11 @@ def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict
         "layer_kinds": {k: m.count_kind(k) for k in ("full", "sliding", "linear") if m.count_kind(k)},
         "sliding_window": m.sliding_window or None,
         "attention": "mla" if m.mla else ("hybrid" if m.linear else "gqa" if m.num_kv_heads < m.num_heads else "mha"),
-        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.experts_per_token,
         "mla": None if m.mla is None else {"kv_lora_rank": m.mla.kv_lora_rank, "q_lora_rank": m.mla.q_lora_rank,
                                            "qk_nope_head_dim": m.mla.qk_nope_head_dim,
                                            "qk_rope_head_dim": m.mla.qk_rope_head_dim,
                                            "v_head_dim": m.mla.v_head_dim},
+        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.experts_per_token,
                                            "shared_experts": m.moe.num_shared_experts},
         "kv_bytes_per_token": int(m.kv_bytes_per_token(2.0)),
         "kv_bytes_per_token_fp8": int(m.kv_bytes_per_token(1.0)),

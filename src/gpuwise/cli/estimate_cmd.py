@@ -114,6 +114,11 @@ def _speed_lines(r: dict[str, Any], lang: Lang) -> list[str]:
                    .format(t=_n(sp["tokens_per_s"]), tb=_band(r, "speed.tokens_per_s", _n),
                            s=f"{sp['step_time_s']:,.3g}", sb=_band(r, "speed.step_time_s", lambda v: f"{v:,.3g}"),
                            m=f"{sp['mfu']:.0%}", mb=_band(r, "speed.mfu", lambda v: f"{v:.0%}")))
+        gbps = (sp.get("communication_s") or {}).get("inter_node_gbps")
+        if gbps:
+            out.append(("节点间网络：每节点 {g:,.0f} Gb/s（{s}；可用 --inter-node-gbps 修改）" if zh else
+                        "between nodes: {g:,.0f} Gb/s per node ({s}; set --inter-node-gbps)")
+                       .format(g=gbps, s=safe(sp.get("inter_node_source") or "--inter-node-gbps")))
     if cost:
         cur = cost["currency"]
         low_high = cost.get("low_high_per_hour")
@@ -268,6 +273,9 @@ def register(app: typer.Typer) -> None:
         gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM's memory fraction.")] = 0.9,
         tp: Annotated[int, typer.Option("--tp", help="Tensor parallel degree (default: all GPUs for serving, 1 for training).")] = 0,
         pp: Annotated[int, typer.Option("--pp", help="Pipeline parallel degree.")] = 1,
+        ep: Annotated[int, typer.Option("--ep", help="Training: expert parallel degree for MoE models (divides the data-parallel GPUs).")] = 1,
+        virtual_stages: Annotated[int, typer.Option("--virtual-stages", help="Training: model chunks per pipeline stage (interleaved 1F1B; Megatron --num-layers-per-virtual-pipeline-stage).")] = 1,
+        tp_overlap: Annotated[bool, typer.Option("--tp-overlap", help="Training: hide TP communication under compute (Megatron --tp-comm-overlap; torchtitan AsyncTP, with --compile).")] = False,
         offload: Annotated[str, typer.Option("--offload", help="none | cpu | nvme")] = "none",
         cpu_offload_gb: Annotated[float, typer.Option("--cpu-offload-gb", help="vLLM: GiB of weights per GPU kept in CPU RAM.")] = 0.0,
         gpu_layers: Annotated[int | None, typer.Option("--gpu-layers", help="llama.cpp -ngl: layers on the GPU.")] = None,
@@ -291,7 +299,7 @@ def register(app: typer.Typer) -> None:
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
         lora_targets: Annotated[str, typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down or 'all'.")] = "all",
         nodes: Annotated[int, typer.Option("--nodes", help="Nodes (training).")] = 1,
-        inter_node_gbps: Annotated[float, typer.Option("--inter-node-gbps", help="Network per node between nodes, Gb/s.")] = 100.0,
+        inter_node_gbps: Annotated[float | None, typer.Option("--inter-node-gbps", help="Network per node between nodes, Gb/s (default: the platform's reference fabric, e.g. 1600 for HGX A100, 3200 for HGX H100; 100 for PCIe servers).")] = None,
         allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow --context above the model's maximum.")] = False,
         hub: Annotated[str, typer.Option("--hub", help="auto | hf | modelscope")] = "auto",
         cards_file: Annotated[str | None, typer.Option("--cards", help="Extra card data file (TOML).")] = None,
@@ -325,7 +333,7 @@ def register(app: typer.Typer) -> None:
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, engine=engine,
             engine_version=engine_version,
             mem_fraction=mem_fraction, cpu_mem_bw=cpu_mem_bw,
-            gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, offload=offload,
+            gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, ep=ep, virtual_stages=virtual_stages, tp_overlap=tp_overlap, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, grad_accum=grad_accum, replicas=replicas, prices_file=prices,
             framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, loss=loss,

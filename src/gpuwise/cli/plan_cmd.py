@@ -199,7 +199,7 @@ def register(app: typer.Typer) -> None:
         stage: Annotated[str | None, typer.Option("--stage", help="validate | stabilise | scale")] = None,
         allow_offload: Annotated[bool, typer.Option("--allow-offload")] = False,
         tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for the per-run cost.")] = None,
-        inter_node_gbps: Annotated[float, typer.Option("--inter-node-gbps")] = 100.0,
+        inter_node_gbps: Annotated[float | None, typer.Option("--inter-node-gbps", help="Gb/s per node (default: the platform's reference fabric).")] = None,
         top: Annotated[int, typer.Option("--top")] = 5,
         deploy_model: Annotated[str | None, typer.Option("--deploy-model", help="Checkpoint the exports start, e.g. an AWQ repo of the model.")] = None,
         script: Annotated[str | None, typer.Option("--script", help="Training script the exports run (relative to --workdir).")] = None,

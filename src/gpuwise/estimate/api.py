@@ -214,12 +214,12 @@ class CostOptions:
     provider: str | None = None
     billing: str = "hourly"
     train_tokens: float | None = None  # tokens to train on, for the per-run cost
-    inter_node_gbps: float = 100.0
+    inter_node_gbps: float | None = None  # None: the card's platform reference fabric
     offers: tuple[PriceOffer, ...] | None = None  # None: the shipped and config-dir price files
 
 
 def speed_of(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
-             calibration: Any = None, inter_node_gbps: float = 100.0) -> InferSpeed | TrainSpeed:
+             calibration: Any = None, inter_node_gbps: float | None = None) -> InferSpeed | TrainSpeed:
     rates = card_rates(d.card, calibration, d.gpus)
     if w.is_training:
         return train_speed(model, w, d, mem, rates, inter_node_gbps)

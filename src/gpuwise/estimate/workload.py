@@ -62,6 +62,7 @@ class Workload:
     packing: bool = False
     compile: bool = False
     float8: bool = False
+    tp_overlap: bool = False  # TP collectives hidden under compute: Megatron --tp-comm-overlap, torchtitan AsyncTP
     framework_defaults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -126,6 +127,8 @@ class Deployment:
     engine_version: str = ""  # the engine's version ('' = the newest rules in data/engines.toml)
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
     cpu_mem_bw_gbps: float | None = None  # host memory GB/s for llama.cpp CPU layers (None: by form factor)
+    ep: int = 1  # training: expert-parallel degree (routed experts split over ep data-parallel ranks)
+    virtual_stages: int = 1  # training: model chunks per pipeline stage (interleaved 1F1B)
     extra: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -139,6 +142,11 @@ class Deployment:
         _check(0.05 <= self.gpu_memory_utilization <= 1.0,
                f"--gpu-memory-utilization must be in (0.05, 1]; got {self.gpu_memory_utilization}.",
                f"--gpu-memory-utilization 必须在 (0.05, 1] 之内，实际为 {self.gpu_memory_utilization}。")
+        _check(1 <= self.ep <= 4096, f"--ep must be between 1 and 4096; got {self.ep}.",
+               f"--ep 必须在 1 到 4096 之间，实际为 {self.ep}。")
+        _check(1 <= self.virtual_stages <= 128 and (self.virtual_stages == 1 or self.pp > 1),
+               f"--virtual-stages must be 1-128 and needs --pp above 1; got {self.virtual_stages} with --pp {self.pp}.",
+               f"--virtual-stages 必须在 1–128 之间且需要 --pp 大于 1；实际为 {self.virtual_stages}，--pp {self.pp}。")
         _check(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3; got {self.zero}.",
                f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")
         _check(self.cpu_offload_gib >= 0, "--cpu-offload-gb must not be negative.",
