@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.catalog.cards import Card
@@ -129,7 +129,6 @@ class Deployment:
     cpu_mem_bw_gbps: float | None = None  # host memory GB/s for llama.cpp CPU layers (None: by form factor)
     ep: int = 1  # training: expert-parallel degree (routed experts split over ep data-parallel ranks)
     virtual_stages: int = 1  # training: model chunks per pipeline stage (interleaved 1F1B)
-    extra: dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         _choice(self.engine, ENGINES, "--engine")
