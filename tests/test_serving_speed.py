@@ -148,3 +148,37 @@ def test_a_negative_step_cpu_row_is_refused(tmp_path) -> None:  # type: ignore[n
     with pytest.raises(GpuwiseError):
         load_step_cpu(bad)
     assert len(load_step_cpu(SHIPPED_ENGINES)) >= 5
+
+
+def test_a_finite_run_drains_behind_its_longest_outputs() -> None:
+    """--requests N: N prompts at once (benchmark_serving at request rate inf). Fewer prompts than
+    slots finish one by one, so the run is slower than the steady state at that batch; a long run
+    at full slots approaches it."""
+    kw = {"model": "llama-3.1-8b", "card": "h100-sxm", "context": 407, "output_tokens": 249}
+    steady = _speed(**kw, concurrency=64)
+    few = _speed(**kw, concurrency=64, requests=64)
+    many = _speed(**kw, concurrency=64, requests=20000)
+    assert few["run_requests"] == 64 and few["run_seconds"] > 0
+    assert few["throughput_tokens_per_s"] < 0.5 * steady["throughput_tokens_per_s"]
+    assert 0.85 < many["throughput_tokens_per_s"] / steady["throughput_tokens_per_s"] <= 1.0
+    assert steady["run_requests"] == 0 and few["tpot_s"] == steady["tpot_s"]
+
+
+def test_output_lengths_are_exponential_with_the_mean_asked() -> None:
+    import statistics
+
+    from gpuwise.estimate.speed import output_lengths
+
+    lengths = output_lengths(320, 224, 4096)
+    assert statistics.mean(lengths) == pytest.approx(224, rel=0.01)
+    assert statistics.pstdev(lengths) / statistics.mean(lengths) == pytest.approx(1.0, abs=0.1)
+    assert max(output_lengths(320, 224, 500)) == 500
+    assert output_lengths(320, 224, 4096) == lengths  # the same run every time
+
+
+@pytest.mark.parametrize("kw", [{"requests": 0}, {"requests": 10, "task": "lora"}, {"requests": 10, "replicas": 2}])
+def test_requests_out_of_place_are_a_message(kw: dict) -> None:  # type: ignore[type-arg]
+    from gpuwise.errors import GpuwiseError
+
+    with pytest.raises(GpuwiseError):
+        _speed(model="llama-3.1-8b", card="h100-sxm", concurrency=4, **kw)

@@ -33,6 +33,7 @@ class EstimateRequest:
     output_tokens: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None  # None: the engine's default
+    requests: int | None = None  # a benchmark run of N prompts sent at once: its throughput (None: steady state)
     engine: str = "vllm"
     engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
@@ -170,8 +171,35 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
     offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
-    return estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
-                    calibration=calibration, replicas=req.replicas), note
+    result = estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
+                      calibration=calibration, replicas=req.replicas)
+    if req.requests is not None:
+        result = _benchmark_run(req, result)
+    return result, note
+
+
+def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
+    """--requests N: the throughput of one engine's finite run of N prompts sent at once
+    (estimate/speed.py benchmark_run), in place of the steady-state figure."""
+    import dataclasses
+
+    from gpuwise.estimate.links import card_rates
+    from gpuwise.estimate.speed import InferSpeed, benchmark_run
+
+    n = req.requests
+    if n is None or isinstance(n, bool) or not 1 <= n <= 1 << 20:
+        raise InputError(Text(f"--requests must be between 1 and {1 << 20:,}; got {req.requests}.",
+                              f"--requests 必须在 1 到 {1 << 20:,} 之间，实际为 {req.requests}。"))
+    if req.task != "infer" or req.replicas != 1:
+        raise InputError(Text("--requests describes one serving engine's benchmark run: use it with --task infer "
+                              "and --replicas 1.",
+                              "--requests 描述单个推理引擎的一次压测：请配合 --task infer 与 --replicas 1 使用。"))
+    if not isinstance(result.speed, InferSpeed) or result.memory.capacity is None:
+        return result
+    rates = card_rates(result.deployment.card, result.calibration, result.deployment.gpus)
+    run = benchmark_run(result.model, result.workload, result.deployment, result.memory, rates,
+                        n, result.speed)
+    return dataclasses.replace(result, speed=run)
 
 
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:

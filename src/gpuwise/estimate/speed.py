@@ -10,7 +10,9 @@ speed_train.py (re-exported here for callers of this module).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,8 @@ _GGUF = Path(__file__).resolve().parent.parent / "data" / "gguf_types.toml"
 # Engines that pre-allocate a KV pool, batch continuously and run FP8/INT8 GEMMs natively.
 POOL_ENGINES = ("vllm", "sglang", "trtllm")
 
-__all__ = ["POOL_ENGINES", "InferSpeed", "TrainSpeed", "compute_precision", "infer_speed", "train_speed"]
+__all__ = ["POOL_ENGINES", "InferSpeed", "TrainSpeed", "benchmark_run", "compute_precision", "infer_speed",
+           "output_lengths", "train_speed"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class InferSpeed:
     step_breakdown_s: dict[str, float]
     collective_busbw_bytes_per_s: float = 0.0  # the all-reduce bus bandwidth the step assumed (0: one GPU)
     collective_path: str = "none"  # links.link_path: nvls | nvlink | pcie-p2p | pcie-host-bounce ...
+    run_requests: int = 0  # > 0: throughput is that of a finite run of this many prompts sent at once
+    run_seconds: float = 0.0  # that run's duration (prefills, decode steps, the drain of the longest)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -233,3 +238,60 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
     t += off_gpu / link
     return prompt / t, t
+
+
+def output_lengths(requests: int, mean: int, cap: int) -> list[int]:
+    """Output lengths of `requests` chat requests: exponential quantiles with `mean` (ShareGPT's
+    are: the 320 prompts of LambdaLabsML/vllm-benchmark results/prompt_320/1xH100-80GB-SXM/
+    Mistral-7B-Instruct-v0.3_tp1_len2000.json@de55d46 have mean 224.4 and standard deviation 228.9,
+    a coefficient of variation of 1.02 where an exponential has 1.0), each at most `cap`, in a
+    fixed shuffled order (benchmark_serving sends the sampled dataset in its own order)."""
+    import random
+
+    raw = [-math.log(1 - (i + 0.5) / requests) for i in range(requests)]
+    scale = mean * requests / sum(raw)
+    lengths = [min(cap, max(1, round(x * scale))) for x in raw]
+    random.Random(0).shuffle(lengths)
+    return lengths
+
+
+def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
+                  requests: int, steady: InferSpeed) -> InferSpeed:
+    """A finite benchmark run (vLLM benchmark_serving --num-prompts N --request-rate inf): N prompts
+    sent at once, at most the engine's running slots (--concurrency, less when the KV pool holds
+    fewer) decoding together; each admitted request's prefill runs before its first token (V0 runs
+    prefill steps; chunked prefill spends the same compute); every decode step takes the step time
+    of the batch still running, so the run drains at small batches behind its longest outputs.
+    The throughput is the run's output tokens over its duration, as benchmark_serving reports it."""
+    tp = tensor_parallel(model, d)
+    slots = w.concurrency
+    cap = mem.capacity
+    if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < slots:
+        slots = int(cap.max_concurrency)
+    lengths = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
+    prefill = max(w.prompt_len, 1) / steady.prefill_tokens_per_s
+    stage: dict[int, float] = {}
+
+    def step_time(batch: int) -> float:
+        if batch not in stage:
+            t = _decode_step(model, w, d, mem, r, batch, tp).total
+            stage[batch] = t if batch >= d.pp else t * d.pp  # pipelined stages overlap at >= pp batches
+        return stage[batch]
+
+    import heapq
+
+    seconds, step, queue = 0.0, 0, iter(lengths)
+    running: list[int] = []  # the step each running request ends at
+    waiting = len(lengths)
+    while waiting or running:
+        while waiting and len(running) < slots:
+            heapq.heappush(running, step + next(queue))
+            waiting -= 1
+            seconds += prefill
+        steps = running[0] - step  # until the next request finishes, the batch stays the same
+        seconds += steps * step_time(len(running))
+        step = running[0]
+        while running and running[0] == step:
+            heapq.heappop(running)
+    return dataclasses.replace(steady, throughput_tokens_per_s=sum(lengths) / seconds, run_requests=requests,
+                               run_seconds=seconds)
