@@ -61,6 +61,7 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "memory_brackets": _F("strlist"),
     "hybrid_page_alignment": _F("int"),
     "state_blocks_per_request": _F("int"),
+    "hybrid_log_concurrency": _F("bool"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -119,6 +120,7 @@ class EngineRules:
     # steps of this many tokens until one holds a layer's recurrent state (0: no shared page size)
     hybrid_page_alignment: int = 0
     state_blocks_per_request: int = 1  # pages each state group holds per request
+    hybrid_log_concurrency: bool = False  # 'GPU KV cache size' = max concurrency x context (else blocks // groups)
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

@@ -244,6 +244,7 @@ class HybridPages:
     attention_groups: int
     state_groups: int
     state_blocks: int  # pages each state group holds per request
+    log_concurrency: bool = False  # the log's token count: max concurrency x context (newer vLLM)
 
     @property
     def groups(self) -> int:
@@ -252,8 +253,11 @@ class HybridPages:
     def blocks(self, pool: float) -> int:
         return int(pool // self.page // self.group_size)
 
-    def log_tokens(self, pool: float) -> int:
-        """'GPU KV cache size': the blocks shared out evenly over the groups, in tokens."""
+    def log_tokens(self, pool: float, context: int) -> int:
+        """'GPU KV cache size': the blocks shared out evenly over the groups, in tokens; newer vLLM
+        prints the max concurrency at max_model_len times that length."""
+        if self.log_concurrency:
+            return int(self.blocks(pool) / self.blocks_per_request(context) * context)
         return self.blocks(pool) // self.groups * self.block
 
     def blocks_per_request(self, context: int) -> int:
@@ -275,7 +279,7 @@ def hybrid_pages(model: ModelArch, elem: float, share: float, rules: EngineRules
     group = min(attn, linear)
     return HybridPages(block=block, page=block * per_token, group_size=group,
                        attention_groups=math.ceil(attn / group), state_groups=math.ceil(linear / group),
-                       state_blocks=rules.state_blocks_per_request)
+                       state_blocks=rules.state_blocks_per_request, log_concurrency=rules.hybrid_log_concurrency)
 
 
 def _hybrid_capacity(model: ModelArch, w: Workload, pages: HybridPages, pool: float) -> Capacity:
@@ -285,7 +289,7 @@ def _hybrid_capacity(model: ModelArch, w: Workload, pages: HybridPages, pool: fl
     max_conc = blocks / pages.blocks_per_request(w.context)
     per_seq = blocks / w.concurrency - pages.state_blocks * pages.state_groups
     context = int(per_seq // pages.attention_groups) * pages.block if per_seq > 0 else 0
-    return Capacity(kv_tokens=pages.log_tokens(pool), max_concurrency=max_conc,
+    return Capacity(kv_tokens=pages.log_tokens(pool, w.context), max_concurrency=max_conc,
                     max_context=min(context, model.max_context))
 
 
