@@ -22,11 +22,12 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on. 监听地址。")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port. 端口。", min=1, max=65535)] = 8000,
     workers: Annotated[int | None, typer.Option(
-        "--workers", help="Plan worker processes (default: one per core); estimates run apart, in the "
-                          "server process. 方案计算进程数（默认每核一个）。")] = None,
-    processes: Annotated[int, typer.Option(
-        "--processes", help="Server processes (each with its own plan workers). 服务进程数。",
-        min=1, max=64)] = 1,
+        "--workers", help="Plan worker processes per server process (default: the cores shared out, one "
+                          "per core in all); estimates run apart, in the server process. "
+                          "每个服务进程的方案计算进程数（默认合计每核一个）。")] = None,
+    processes: Annotated[int | None, typer.Option(
+        "--processes", help="Server processes (default: one per core), each with its own plan workers. "
+                            "服务进程数（默认每核一个）。", min=1, max=64)] = None,
     request_timeout: Annotated[float, typer.Option(
         "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off). "
                                   "接收完整请求的时限（秒）。", min=0.1, max=600)] = 10.0,
@@ -50,10 +51,15 @@ def serve(
         fail(GpuwiseError(Text(f"The web server needs a package that is missing ({exc.name}).",
                                f"网页服务缺少依赖包（{exc.name}）。"), hint=INSTALL_HINT),
              json_out=False, lang=chosen)
+    from gpuwise.web.lanes import default_workers
+
     limits = Limits(request_timeout_s=request_timeout, per_client=per_client)
     os.environ.update(limits.to_env())  # read by the protocol in every server process
-    if workers is not None:
-        os.environ["GPUWISE_SERVE_WORKERS"] = str(workers)
+    # One process per core by default: each serves its own connections (one event loop cannot keep
+    # up with 200 clients on a busy core) and runs its plans in its own worker, estimates apart.
+    cores = default_workers()
+    processes = processes or cores
+    os.environ["GPUWISE_SERVE_WORKERS"] = str(workers or max(1, cores // processes))
     from gpuwise.web.protocol import uvicorn_options
 
     shown = f"[{host}]" if ":" in host else host
