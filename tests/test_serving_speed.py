@@ -182,3 +182,28 @@ def test_requests_out_of_place_are_a_message(kw: dict) -> None:  # type: ignore[
 
     with pytest.raises(GpuwiseError):
         _speed(model="llama-3.1-8b", card="h100-sxm", concurrency=4, **kw)
+
+
+def test_llama_cpp_decode_on_hbm_cards_runs_at_the_family_share() -> None:
+    """efficiency.toml llamacpp_decode (fitted in-sample on the A100/H100 PCIe llama.cpp rows):
+    llama.cpp's mat-vec decode streams an A100's HBM at a share of the GeForce-measured rate;
+    vLLM on the same card and llama.cpp on GeForce are untouched."""
+    from gpuwise.catalog.cards import load_cards, resolve_card
+
+    cards = load_cards([])
+    a100 = card_rates(resolve_card("a100-80gb-sxm", cards).card)
+    assert 0.0 < a100.decode_llamacpp < 1.0
+    assert card_rates(resolve_card("rtx-4090", cards).card).decode_llamacpp == 1.0
+    kw = {"model": "llama-3.1-8b", "card": "a100-80gb-sxm", "context": 640}
+    lcpp = _speed(**kw, engine="llamacpp", weights="gguf:Q4_K_M")
+    gemm = lcpp["step_breakdown_s"]["gemm"]
+    assert gemm > 0
+    vllm = _speed(**kw, weights="bf16")["step_breakdown_s"]["gemm"]
+    f16 = _speed(**kw, engine="llamacpp", weights="gguf:F16")["step_breakdown_s"]["gemm"]
+    assert f16 == pytest.approx(vllm / a100.decode_llamacpp / _f16_factor(), rel=0.02)
+
+
+def _f16_factor() -> float:
+    from gpuwise.estimate.speed import gguf_decode_table
+
+    return float(gguf_decode_table()["factors"]["F16"])

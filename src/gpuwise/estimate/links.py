@@ -37,6 +37,7 @@ class Rates:
     allreduce_busbw: float = 0.0  # NCCL all-reduce bus bandwidth (NVLS where the node has it; 0: ring)
     gemm_fp8: float = 0.0  # fraction of the dense FP8 peak a serving FP8 GEMM sustains (0: gemm x fp8_gemm_ratio)
     prefill_llamacpp: float = 0.0  # fraction of dense peak llama.cpp's prefill reaches (0: prefill)
+    decode_llamacpp: float = 1.0  # share of the GGUF-type decode bandwidth llama.cpp's mat-vec reaches here
     calibrated: bool = False
 
     def gemm_at(self, precision: str) -> float:
@@ -107,7 +108,8 @@ def card_rates(card: Card, calibration: Any = None, gpus: int = 1) -> Rates:
                   mfu=fam["mfu"], link_busbw=busbw, link_latency=latency, pcie_h2d=_pcie_rate(card),
                   train_gemm=float(fam.get("train_gemm", fam["gemm"])),
                   allreduce_busbw=_nvls_busbw(card, gpus, busbw), gemm_fp8=float(fam.get("gemm_fp8", 0.0)),
-                  prefill_llamacpp=float(fam.get("llamacpp_prefill", 0.0)))
+                  prefill_llamacpp=float(fam.get("llamacpp_prefill", 0.0)),
+                  decode_llamacpp=float(fam.get("llamacpp_decode", 1.0)))
     return rates if calibration is None else apply_calibration(rates, card, calibration)
 
 

@@ -151,7 +151,7 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     off_gpu = min(every, (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1))
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # host RAM also holds the CPU layers' KV
         off_gpu = every * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
-    bw = r.mem_bw * _gguf_factor(model, w, d)
+    bw = r.mem_bw * _gguf_factor(model, w, d) * (r.decode_llamacpp if d.engine == "llamacpp" else 1.0)
     precision = compute_precision(model, w, d)
     p = count_params(model)
     gemm_flops = 2 * p.active * batch / (tp * d.pp)
