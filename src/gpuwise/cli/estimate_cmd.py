@@ -103,7 +103,12 @@ def _speed_lines(r: dict[str, Any], lang: Lang) -> list[str]:
         out.append(("速度：每用户解码 {d} token/s{db} · 总吞吐 {t} token/s{tb}" if zh else
                     "speed: {d} tok/s per user{db} · {t} tok/s in all{tb}")
                    .format(d=_n(sp["decode_tokens_per_s"]), db=_band(r, "speed.decode_tokens_per_s", _n),
-                           t=_n(sp["throughput_tokens_per_s"]), tb=_band(r, "speed.throughput_tokens_per_s", _n)))
+                           t=_n(sp["throughput_tokens_per_s"]),
+                           tb="" if sp.get("run_requests") else _band(r, "speed.throughput_tokens_per_s", _n)))
+        if sp.get("run_requests"):  # --requests: a finite run's throughput, its ramp and drain included
+            out.append(("压测：{n} 个请求同时发出，共 {s:,.1f} 秒（总吞吐含排队与收尾）" if zh else
+                        "benchmark run: {n} prompts sent at once take {s:,.1f} s (the throughput counts its ramp and drain)")
+                       .format(n=f"{sp['run_requests']:,}", s=sp["run_seconds"]))
         out.append(("延迟：首 token {f} ms{fb} · 每 token {p} ms{pb}" if zh else
                     "latency: first token {f} ms{fb} · {p} ms per token{pb}")
                    .format(f=_ms(sp["ttft_s"]), fb=_band(r, "speed.ttft_s", _ms),
