@@ -295,3 +295,17 @@ def test_identity_tells_look_alikes_apart_by_pci_id_and_sm_count() -> None:
     assert result.status == "fail" and "a800-80gb-sxm" in result.detail.en
     cut = replace(ev, cuda_devices=tuple(replace(d, sm_count=114) for d in ev.cuda_devices))
     assert check(cut, "inventory.identity").status == "fail"
+
+
+def test_one_transitional_link_reading_is_not_downtraining_but_a_repeated_drop_is() -> None:
+    from gpuwise.verify.window import merge_load
+
+    def reading(t: int, gen: int) -> dict[str, Any]:
+        return {"t": t, "pcie_gen": gen, "pcie_width": 16, "throttle": 0, "temperature": 60,
+                "power_w": 650.0, "sm_mhz": 1755, "ecc_unc": 0}
+
+    rates = [(1.0, 7e14), (2.0, 7e14)]
+    once = merge_load(0, [reading(0, 2)] + [reading(t, 5) for t in range(1, 10)], rates, seconds=10.0)
+    assert once.pcie_gen_min == 5
+    flap = merge_load(0, [reading(t, 3 if t in (3, 7) else 5) for t in range(10)], rates, seconds=10.0)
+    assert flap.pcie_gen_min == 3 and flap.pcie_gen == 5

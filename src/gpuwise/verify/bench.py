@@ -219,18 +219,29 @@ def memtest(device: str, fraction: float = 0.9, cpu_bytes: int = 64 * 2**20,
     torch = _torch()
     dev = torch.device(device)
     free = int(torch.cuda.mem_get_info(dev)[0]) if dev.type == "cuda" else cpu_bytes
-    budget = int(free * fraction)
-    chunk = min(chunk_bytes, max(budget, 4)) // 4  # int32 elements per chunk
+    chunk = min(chunk_bytes, max(int(free * fraction) // 8, 4)) // 4  # int32 elements per chunk
+    # Two chunks stay free for the read-back (the expected pattern and the comparison).
+    budget = int(free * fraction) - 2 * chunk * 4
+    oom = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
     chunks: list[Any] = []
     mismatches = 0
+
+    def pattern(k: int, out: Any) -> Any:
+        # position in the chunk XOR a per-chunk constant (golden-ratio hash): every word differs
+        torch.arange(chunk, dtype=torch.int32, device=dev, out=out)
+        return out.bitwise_xor_((k * 0x9E3779B1) & 0x7FFFFFFF)
+
     try:
         while (len(chunks) + 1) * chunk * 4 <= budget:
-            base = len(chunks) * chunk
-            chunks.append(torch.arange(base, base + chunk, dtype=torch.int32, device=dev) ^ 0x5A5A5A5A)
+            try:
+                t = torch.empty(chunk, dtype=torch.int32, device=dev)
+            except (oom, MemoryError):  # another allocation won the race: test what we hold
+                break
+            chunks.append(pattern(len(chunks), t))
+        want = torch.empty(chunk, dtype=torch.int32, device=dev)
         for k, t in enumerate(chunks):
-            want = torch.arange(k * chunk, (k + 1) * chunk, dtype=torch.int32, device=dev) ^ 0x5A5A5A5A
-            mismatches += int((t != want).sum().item())
-            del want
+            mismatches += int((t != pattern(k, want)).sum().item())
+        del want
     finally:
         tested = len(chunks) * chunk * 4
         chunks.clear()

@@ -32,6 +32,18 @@ def _fold(readings: list[dict[str, Any]], key: str, how: Any) -> Any:
     return first if is_na(first) else NotAvailable("no sample taken under load")
 
 
+def _persistent_min(values: list[Any]) -> Any:
+    """The lowest value seen in at least two samples: one reading caught while a link retrains
+    up from idle is a transition, not downtraining; a link that drops twice or stays low is."""
+    if len(values) < 2:
+        return min(values)
+    counts: dict[Any, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    repeated = [v for v, c in counts.items() if c >= 2]
+    return min(repeated) if repeated else max(values)
+
+
 def burst_and_sustained(rates: list[tuple[float, float]]) -> tuple[Any, Any]:
     """(rate over the first 10 % of the window, rate over its second half) from (t, FLOP/s)."""
     if len(rates) < 2:
@@ -73,8 +85,8 @@ def merge_load(index: int, readings: list[dict[str, Any]],
     # A link is judged only on non-idle samples: at idle it drops by design (power saving).
     link = busy or [{"pcie_gen": NotAvailable("no non-idle sample"), "pcie_width": NotAvailable("no non-idle sample")}]
     if extra:
-        extra["pcie_gen_min"] = _fold(link, "pcie_gen", min)
-        extra["pcie_width_min"] = _fold(link, "pcie_width", min)
+        extra["pcie_gen_min"] = _fold(link, "pcie_gen", _persistent_min)
+        extra["pcie_width_min"] = _fold(link, "pcie_width", _persistent_min)
     return LoadSample(
         index=index, samples=len(busy),
         pcie_gen=_fold(link, "pcie_gen", max), pcie_width=_fold(link, "pcie_width", max),
