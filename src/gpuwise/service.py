@@ -178,6 +178,9 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
     return result, note
 
 
+MAX_RUN_REQUESTS = 1 << 17  # a simulated run of this many prompts stays under a few seconds
+
+
 def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
     """--requests N: the throughput of one engine's finite run of N prompts sent at once
     (estimate/speed.py benchmark_run), in place of the steady-state figure."""
@@ -187,9 +190,9 @@ def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
     from gpuwise.estimate.speed import InferSpeed, benchmark_run
 
     n = req.requests
-    if n is None or isinstance(n, bool) or not 1 <= n <= 1 << 20:
-        raise InputError(Text(f"--requests must be between 1 and {1 << 20:,}; got {req.requests}.",
-                              f"--requests 必须在 1 到 {1 << 20:,} 之间，实际为 {req.requests}。"))
+    if n is None or isinstance(n, bool) or not 1 <= n <= MAX_RUN_REQUESTS:
+        raise InputError(Text(f"--requests must be between 1 and {MAX_RUN_REQUESTS:,}; got {req.requests}.",
+                              f"--requests 必须在 1 到 {MAX_RUN_REQUESTS:,} 之间，实际为 {req.requests}。"))
     if req.task != "infer" or req.replicas != 1:
         raise InputError(Text("--requests describes one serving engine's benchmark run: use it with --task infer "
                               "and --replicas 1.",
