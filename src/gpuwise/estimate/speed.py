@@ -4,8 +4,11 @@ A decode step runs its parts as separate kernels, so their times add: the GEMMs 
 the weight bytes read, for MoE the experts the batch touches, and of their FLOPs at the
 precision's own efficiency, FP8 apart from BF16), attention (every sequence's KV and its FLOPs),
 two all-reduces per layer under tensor parallel, weights kept off the GPU (over PCIe, or for
-llama.cpp's CPU layers at host memory bandwidth), and a per-step overhead. Training lives in
-speed_train.py (re-exported here for callers of this module).
+llama.cpp's CPU layers at host memory bandwidth), a fixed per-step overhead, and the CPU work per
+running sequence that the engine does not overlap with the GPU (vLLM V0's Python scheduler and
+output processing: data/engines.toml [[step_cpu]] by version). `benchmark_run` turns the steady
+state into a finite run of N prompts sent at once (ramp, prefills and the drain behind the longest
+outputs). Training lives in speed_train.py (re-exported here for callers of this module).
 """
 
 from __future__ import annotations
