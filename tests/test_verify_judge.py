@@ -309,3 +309,9 @@ def test_one_transitional_link_reading_is_not_downtraining_but_a_repeated_drop_i
     assert once.pcie_gen_min == 5
     flap = merge_load(0, [reading(t, 3 if t in (3, 7) else 5) for t in range(10)], rates, seconds=10.0)
     assert flap.pcie_gen_min == 3 and flap.pcie_gen == 5
+
+
+def test_cuda_devices_without_bus_ids_are_matched_by_uuid() -> None:
+    ev = healthy()
+    devs = tuple(replace(d, pci_bus_id="", uuid=g.uuid) for d, g in zip(ev.cuda_devices, ev.gpus, strict=True))
+    assert check(replace(ev, cuda_devices=devs), "inventory.cuda_map").status == "pass"

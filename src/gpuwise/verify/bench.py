@@ -292,7 +292,9 @@ def cuda_devices() -> list[dict[str, Any]]:
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        bus = f"{int(getattr(p, 'pci_domain_id', 0)):04x}:{int(p.pci_bus_id):02x}:{int(p.pci_device_id):02x}.0"
+        bus_no, dev_no = getattr(p, "pci_bus_id", None), getattr(p, "pci_device_id", None)
+        bus = "" if bus_no is None or dev_no is None else \
+            f"{int(getattr(p, 'pci_domain_id', 0)):04x}:{int(bus_no):02x}:{int(dev_no):02x}.0"
         uuid = getattr(p, "uuid", None)
         out.append({"cuda_index": i, "name": str(p.name), "pci_bus_id": bus,
                     "sm_count": int(p.multi_processor_count), "total_memory_bytes": int(p.total_memory),

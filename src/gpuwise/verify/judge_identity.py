@@ -34,9 +34,17 @@ def cuda_by_gpu(cx: Context) -> dict[int, Any]:
     devs = cx.ev.cuda_devices
     if is_na(devs):
         return {}
-    by_bus = {bus_key(d.pci_bus_id): d for d in devs}
-    return {g.index: by_bus[bus_key(g.pci_bus_id)] for g in cx.ev.gpus
-            if not is_na(g.pci_bus_id) and bus_key(g.pci_bus_id) in by_bus}
+    by_bus = {bus_key(d.pci_bus_id): d for d in devs if d.pci_bus_id}
+    by_uuid = {str(d.uuid).lower(): d for d in devs if d.uuid}
+    out = {}
+    for g in cx.ev.gpus:
+        bus = None if is_na(g.pci_bus_id) else bus_key(g.pci_bus_id)
+        uuid = None if is_na(g.uuid) else str(g.uuid).lower()
+        if bus in by_bus:
+            out[g.index] = by_bus[bus]
+        elif uuid in by_uuid:
+            out[g.index] = by_uuid[uuid]
+    return out
 
 
 def sm_count_of(card_id: str) -> tuple[int | None, bool]:

@@ -59,11 +59,18 @@ def map_devices(gpus: tuple[GpuSnapshot, ...], device_type: str) -> tuple[Any, l
         return NotAvailable(f"CUDA device list not read (exit {outcome.returncode}: "
                             f"{outcome.stderr_tail[-200:]})"), []
     devs = tuple(CudaDevice(**d) for d in found)
-    by_bus = {bus_key(d.pci_bus_id): d.cuda_index for d in devs}
-    pairs = [(g.index, by_bus[bus_key(g.pci_bus_id)]) for g in gpus
-             if not is_na(g.pci_bus_id) and bus_key(g.pci_bus_id) in by_bus]
-    if not pairs and len(devs) == len(gpus) and all(is_na(g.pci_bus_id) for g in gpus):
-        pairs = [(g.index, g.index) for g in gpus]  # nvidia-smi fallback without bus ids
+    by_bus = {bus_key(d.pci_bus_id): d.cuda_index for d in devs if d.pci_bus_id}
+    by_uuid = {str(d.uuid).lower(): d.cuda_index for d in devs if d.uuid}
+    pairs = []
+    for g in gpus:
+        bus = None if is_na(g.pci_bus_id) else bus_key(g.pci_bus_id)
+        uuid = None if is_na(g.uuid) else str(g.uuid).lower()
+        if bus in by_bus:
+            pairs.append((g.index, by_bus[bus]))
+        elif uuid in by_uuid:  # a torch without bus ids in its device properties
+            pairs.append((g.index, by_uuid[uuid]))
+    if not pairs and len(devs) == len(gpus):
+        pairs = [(g.index, g.index) for g in gpus]  # nothing to match on: index, and cuda_map says so
     return devs, pairs
 
 
