@@ -212,3 +212,12 @@ def test_a_busy_gpu_is_not_benchmarked_without_force() -> None:
     by = {c.name: c.status for c in verdict.checks}
     assert by["inventory.tenancy"] == "fail" and by["performance.mem_bw"] == "incomplete"
     assert verdict.exit_code == 1
+
+
+def test_a_crash_in_the_sustained_window_is_a_crash_of_that_gpu() -> None:
+    from gpuwise.verify.phases import fold_bench
+
+    gpus = healthy().gpus[:2]
+    records = [{"kind": "load", "index": 1, "error": "RuntimeError: CUDA error: unspecified launch failure"}]
+    bench = fold_bench(gpus, [(0, 0), (1, 1)], records)
+    assert bench[1].errors[0].kind == "load" and not bench[0].errors

@@ -112,7 +112,10 @@ def run_loaded(plan: Any, gpus: tuple[GpuSnapshot, ...], reader: Reader, progres
     w_records, w_outcome, readings = _window(plan, pairs, device_type, reader, len(gpus), seconds)
     m_records, m_outcome = _micro(plan, pairs, device_type, progress)
     load = tuple(_fold_load(g.index, w_records, readings.get(g.index, [])) for g in gpus)
-    return Loaded(fold_bench(gpus, pairs, m_records), load, devs, worst_outcome([w_outcome, m_outcome]))
+    # a GPU whose sustained window raised (a CUDA error, Xid, ECC) crashed a benchmark: it fails
+    crashed_window = [r for r in w_records if r.get("kind") == "load" and "error" in r]
+    return Loaded(fold_bench(gpus, pairs, m_records + crashed_window), load, devs,
+                  worst_outcome([w_outcome, m_outcome]))
 
 
 def _fold_load(index: int, records: list[dict[str, Any]], readings: list[dict[str, Any]]) -> LoadSample:
