@@ -124,6 +124,16 @@ def test_a_saved_verify_json_verdict_counts_as_a_node(fleet_dir: Path, tmp_path:
     assert report.suspects == ("node-05",)
 
 
+def test_an_incomplete_verify_verdict_never_passes_the_fleet(fleet_dir: Path, tmp_path: Path) -> None:
+    verdict = json.loads(cli("verify", "--from", str(RECORDED), "--json").stdout)
+    verdict["status"] = "incomplete"  # a node whose own acceptance could not see everything
+    saved = tmp_path / "verdict.json"
+    saved.write_text(json.dumps(verdict))
+    report = fleet_report([*sorted(fleet_dir.glob("*.json"))[:7], saved])
+    assert report.incomplete == ("h100-node-01",) and not report.ok
+    assert report.to_dict()["incomplete"] == ["h100-node-01"]
+
+
 def test_a_host_in_two_files_is_kept_twice_and_named_with_its_file(fleet_dir: Path, tmp_path: Path) -> None:
     copy = tmp_path / "again.json"
     copy.write_text((fleet_dir / "node-01.json").read_text())

@@ -82,13 +82,18 @@ class FleetReport:
         return tuple(n.host for g in self.groups for n in g.nodes if n.status == "fail")
 
     @property
+    def incomplete(self) -> tuple[str, ...]:
+        """Nodes whose own acceptance could not see everything: never counted as passed."""
+        return tuple(n.host for g in self.groups for n in g.nodes if n.status == "incomplete")
+
+    @property
     def suspects(self) -> tuple[str, ...]:
         return tuple(h for g in self.groups for h in g.suspects())
 
     @property
     def ok(self) -> bool:
-        """False when a node fails its own acceptance or stands out below its fleet."""
-        return not self.failed and not self.suspects
+        """False when a node fails or could not complete its own acceptance, or stands out below its fleet."""
+        return not self.failed and not self.suspects and not self.incomplete
 
     @property
     def nodes(self) -> tuple[NodeResult, ...]:
@@ -96,8 +101,10 @@ class FleetReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": FLEET_SCHEMA_VERSION, "kind": "gpuwise.fleet",
-                "status": "pass" if self.ok else "fail", "suspect_below": self.suspect_below,
+                "status": "pass" if self.ok else "fail" if self.failed or self.suspects else "incomplete",
+                "suspect_below": self.suspect_below,
                 "nodes": len(self.nodes), "failed": list(self.failed), "suspects": list(self.suspects),
+                "incomplete": list(self.incomplete),
                 "notes": [x.en for x in self.notes], "notes_zh": [x.zh for x in self.notes],
                 "groups": [g.to_dict() for g in self.groups]}
 

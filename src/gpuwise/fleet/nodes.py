@@ -106,7 +106,7 @@ def _from_verdict_dict(data: dict[str, Any], origin: str) -> NodeResult:
     labels = tuple(GpuLabel(g["index"], str(g.get("name")), None) for g in gpus
                    if isinstance(g, dict) and isinstance(g.get("index"), int))
     status = data.get("status")
-    if status not in ("pass", "warn", "fail"):
+    if status not in ("pass", "warn", "fail", "incomplete"):  # verify's verdicts (checks.py)
         raise _bad(origin, f"unknown status {status!r}.", f"未知状态 {status!r}。")
     return NodeResult(origin=origin, host=str(data.get("host") or origin),
                       card=str(data.get("card") or " / ".join(names) or "?"), gpu_count=len(gpus),

@@ -22,8 +22,9 @@ from gpuwise.i18n import Text
 
 __all__ = ["STATUS_VALUE", "FleetCollector", "client", "families", "fleet_text", "write_fleet_metrics"]
 
-# One number per verdict, worst highest, so `max by (Hostname)` is the node's verdict.
-STATUS_VALUE = {"pass": 0, "skipped": 1, "warn": 2, "fail": 3}
+# One number per verdict, worst highest, so `max by (Hostname)` is the node's verdict: a check that
+# could not run (incomplete) ranks above a warning and below a failure.
+STATUS_VALUE = {"pass": 0, "skipped": 1, "warn": 2, "incomplete": 2.5, "fail": 3}
 
 
 def client() -> Any:
