@@ -45,10 +45,12 @@ def _print_points(scored: list[Scored]) -> None:
     for s in scored:
         p = s.point
         if s.predicted is None:
-            print(f"{p.id[:52]:52s} {p.metric:20s} {'-':>12s} {_shown(p.value, p.metric):>12s}   refused: {s.error[:60]}")
+            print(f"{p.id[:52]:52s} {p.metric:20s} {'-':>12s} {_shown(p.value, p.metric):>12s}"
+                  f"   refused: {s.error[:60]}")
             continue
         flag = "" if s.passes else "  MUST-PASS FAILED"
-        print(f"{p.id[:52]:52s} {p.metric:20s} {_shown(s.predicted, p.metric):>12s} {_shown(p.value, p.metric):>12s} {s.rel_error * 100:+7.1f}%{flag}")
+        print(f"{p.id[:52]:52s} {p.metric:20s} {_shown(s.predicted, p.metric):>12s}"
+              f" {_shown(p.value, p.metric):>12s} {s.rel_error * 100:+7.1f}%{flag}")
 
 
 def _counts(points: list[Point]) -> dict[str, dict[str, list[int]]]:

@@ -53,7 +53,8 @@ def _register() -> None:
 
     for module in (cards_cmd, model_cmd, estimate_cmd, plan_cmd, verify_cmd, doctor_cmd, serve_cmd):
         module.register(app)
-    for extra in (fleet_cmd, mig_cmd, place_cmd, submit_cmd):  # issue 13: fleet, exporter, mig, place, submit, inventory
+    # issue 13: fleet, exporter, mig, place, submit, inventory
+    for extra in (fleet_cmd, mig_cmd, place_cmd, submit_cmd):
         extra.register(app)
 
 

@@ -14,7 +14,8 @@ _OFFLOAD = {"none": ("no offload", "不卸载"), "model": ("model offload", "模
             "sequential": ("sequential offload", "逐层卸载"), "group": ("group offload", "分组卸载"),
             "lowvram": ("ComfyUI low-VRAM", "ComfyUI 低显存模式")}
 _OS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
-_PHASES = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"), "decode": ("VAE decode", "VAE 解码")}
+_PHASES = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"),
+           "decode": ("VAE decode", "VAE 解码")}
 
 
 def fix_words(changes: list[dict[str, str]]) -> str:
@@ -61,8 +62,10 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     phases = " · ".join(f"{_PHASES[k][1 if zh else 0]} {fmt_gib(v)}" for k, v in m["phases"].items())
     c.print(("各阶段：" if zh else "phases: ") + phases)
     head = r["headroom_bytes"]
-    c.print((f"[bold green]{'放得下' if zh else 'FITS'}[/] — {'余量' if zh else 'headroom'} {fmt_gib(head)}") if r["fits"]
-            else (f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — {'还差' if zh else 'short by'} {fmt_gib(-head)}"))
+    c.print((f"[bold green]{'放得下' if zh else 'FITS'}[/] — "
+             f"{'余量' if zh else 'headroom'} {fmt_gib(head)}") if r["fits"]
+            else (f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — "
+                  f"{'还差' if zh else 'short by'} {fmt_gib(-head)}"))
     per = "每个视频" if zh and r["task"] == "video" else "每张图" if zh else f"per {r['task']}"
     c.print(f"{per} {_secs(sp['seconds_per_output'])} · " + (
         f"每步 {sp['step_s']:,.2f} s · 文本编码 {sp['text_encoders_s']:,.2f} s · VAE 解码 {sp['vae_decode_s']:,.2f} s"
@@ -115,7 +118,8 @@ def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:
                   f"{per:,.4f} {cost.get('currency', '')}" if per is not None else "—")
     c.print(t)
     for p in r["plans"][:1]:
-        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]" + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]"
+                + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
         c.print("[bold]diffusers:[/]")
         c.print(escape(p["exports"]["diffusers"]), markup=False)
         c.print("[bold]ComfyUI:[/] " + escape(p["exports"]["comfyui"]), markup=True)
@@ -133,7 +137,8 @@ def render_diffusion_model(s: dict[str, Any], lang: Lang) -> None:
 
     zh = lang == "zh"
     c = Console(highlight=False)
-    roles = {"text_encoder": ("text encoder", "文本编码器"), "denoiser": ("denoiser", "去噪模型"), "vae": ("VAE", "VAE")}
+    roles = {"text_encoder": ("text encoder", "文本编码器"), "denoiser": ("denoiser", "去噪模型"),
+             "vae": ("VAE", "VAE")}
     t = Table(title=escape(f"{s['name']} ({s['task']}, {s['cfg']} guidance)"))
     for en, zh_head in (("component", "组件"), ("class", "类"), ("role", "作用")):
         t.add_column(zh_head if zh else en)
@@ -158,7 +163,8 @@ def vision_line(r: dict[str, Any], lang: Lang) -> str | None:
         return None
     zh = lang == "zh"
     size = f"{v['resized_width']}x{v['resized_height']}"
-    return ((f"图像：{v['images']} 张，缩放到 {size}，共 {v['image_tokens']:,} 个 token（上下文 {v['text_context']:,} → "
+    return ((f"图像：{v['images']} 张，缩放到 {size}，共 {v['image_tokens']:,} 个 token"
+             f"（上下文 {v['text_context']:,} → "
              f"{v['context_with_images']:,}）· 视觉编码 {v['encoder_s'] * 1e3:,.0f} ms") if zh else
             (f"images: {v['images']} resized to {size}, {v['image_tokens']:,} tokens (context {v['text_context']:,} -> "
              f"{v['context_with_images']:,}) · vision encoder {v['encoder_s'] * 1e3:,.0f} ms"))

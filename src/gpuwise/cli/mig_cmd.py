@@ -86,11 +86,13 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
     for s in d["services"]:
         c = s["chosen"]
         table.add_row(escape(s["name"]), escape(s["model"]), c["profile"],
-                      f"{c['required_gib']:.1f} / {c['usable_gib']:.1f} GiB", escape(c["why" if lang == "en" else "why_zh"]))
+                      f"{c['required_gib']:.1f} / {c['usable_gib']:.1f} GiB",
+                      escape(c["why" if lang == "en" else "why_zh"]))
     console.print(table)
     console.print("[bold]nvidia-smi[/] " + T("(gpuwise runs nothing)", "（gpuwise 不会执行）").render(lang))
     console.print("\n".join(d["nvidia_smi"]), markup=False)
-    console.print("[bold]Kubernetes[/] " + T("(device plugin, mixed strategy)", "（设备插件，mixed 策略）").render(lang))
+    console.print("[bold]Kubernetes[/] "
+                  + T("(device plugin, mixed strategy)", "（设备插件，mixed 策略）").render(lang))
     for name, res in d["k8s_resources"].items():
         console.print(f"  {name}: resources.limits: " + ", ".join(f"{k}: {v}" for k, v in res.items()), markup=False)
     console.print("[bold]mig-parted[/]")

@@ -86,7 +86,8 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
         return
     rows = [
         ["参数量（总）" if zh else "parameters (total)", f"{s['params_total']:,} ({fmt_count(s['params_total'])})"],
-        ["参数量（激活）" if zh else "parameters (active)", f"{s['params_active']:,} ({fmt_count(s['params_active'])})"],
+        ["参数量（激活）" if zh else "parameters (active)",
+         f"{s['params_active']:,} ({fmt_count(s['params_active'])})"],
         *[[f"  {k}", f"{v:,}"] for k, v in s["params"].items() if k not in ("total", "active") and v],
         ["层数" if zh else "layers", _layers(s, zh)],
         ["注意力" if zh else "attention", _attention(s, zh)],
@@ -112,7 +113,10 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("model")
     def model(
-        src: Annotated[str | None, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file or a size like 7b.")] = None,
+        src: Annotated[
+            str | None,
+            typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file or a size like 7b."),
+        ] = None,
         hub: HubOpt = "auto",
         revision: Annotated[str | None, typer.Option("--revision", help="Hub revision.")] = None,
         list_: Annotated[bool, typer.Option("--list", help="List the presets.")] = False,
