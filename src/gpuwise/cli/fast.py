@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -79,6 +78,8 @@ def parse(args: Sequence[str]) -> dict[str, Any] | None:
                     return None
                 inline, i = items[i], i + 1
             if name in _IGNORED_VALUE:
+                if inline not in ("en", "zh"):
+                    return None  # Typer's path refuses it with the valid list
                 continue
             value = _convert(inline, kind)
             if value is None:
@@ -109,7 +110,7 @@ def estimate_json_fast(args: Sequence[str]) -> int | None:
     if fields is None:
         return None
     from gpuwise.errors import GpuwiseError
-    from gpuwise.jsonable import json_default
+    from gpuwise.jsonable import dumps
     from gpuwise.service import EstimateRequest, estimate_json
 
     try:
@@ -117,5 +118,5 @@ def estimate_json_fast(args: Sequence[str]) -> int | None:
         code = 0
     except GpuwiseError as err:
         result, code = err.to_dict(), err.exit_code
-    sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2, default=json_default) + "\n")
+    sys.stdout.write(dumps(result, indent=2) + "\n")  # strict JSON, as every --json
     return code
