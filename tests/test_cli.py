@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 
-def run(*args: str, lang_env: str = "C.UTF-8", extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, lang_env: str = "C.UTF-8", extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "GPUWISE_")) and k != "LANG"}
     env.update({"LANG": lang_env, "COLUMNS": "200", "HF_HUB_OFFLINE": "1", **(extra_env or {})})
     return subprocess.run([sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True,
@@ -89,7 +91,8 @@ MARKUP_NAME = "[link=https://evil.example]click[/link] [bold red]x[/]"
 def test_rich_markup_and_escapes_in_a_model_name_print_literally(tmp_path: Path, command: tuple[str, ...]) -> None:
     from tests.test_gguf import write_model
 
-    path = write_model(tmp_path / "named.gguf", extra=lambda w: w.add_name(MARKUP_NAME + "\x1b]52;c;cHduZWQ=\x07\x1b[2J"))
+    path = write_model(tmp_path / "named.gguf",
+                       extra=lambda w: w.add_name(MARKUP_NAME + "\x1b]52;c;cHduZWQ=\x07\x1b[2J"))
     proc = run(command[0], str(path), *command[1:], "--lang", "en", extra_env={"FORCE_COLOR": "1", "TERM": "xterm"})
     assert proc.returncode == 0, proc.stderr
     assert "[link=https://evil.example]click[/link]" in proc.stdout

@@ -19,7 +19,8 @@ from tests.fixtures.fleet.helpers import cli
 ROOT = Path(__file__).resolve().parent
 RAG = ROOT / "fixtures" / "place" / "rag_3x4090.toml"
 FLUX = ROOT / "fixtures" / "place" / "flux_comfyui_3x4090.toml"
-VLLM_FLAGS = {line.strip() for line in (ROOT / "fixtures" / "help" / "vllm-serve-0.33.0.flags.txt").read_text().splitlines()
+VLLM_FLAGS = {line.strip()
+              for line in (ROOT / "fixtures" / "help" / "vllm-serve-0.33.0.flags.txt").read_text().splitlines()
               if line.startswith("--")}
 
 

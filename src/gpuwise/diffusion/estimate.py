@@ -23,7 +23,8 @@ WINDOWS_DESKTOP_BYTES = int(0.8 * GiB)
 
 @dataclass(frozen=True)
 class Fix:
-    changes: tuple[tuple[str, str], ...]  # (action, value): offload | vae_tiling | weights | te_weights | te_cpu | runtime
+    # (action, value): offload | vae_tiling | weights | te_weights | te_cpu | runtime
+    changes: tuple[tuple[str, str], ...]
     required: int
     seconds: float  # per image or video with the changes
 

@@ -215,7 +215,8 @@ def estimate_memory(model: DiffusionModel, job: ImageJob, usable: int = 0) -> Di
             ([MemLine(label, transient, _why_transient(label, model, job, geo))] if transient else [])
     peak = max(phases, key=lambda p: p.bytes)
     lines = tuple(lines_of[peak.phase]) + (MemLine("runtime", runtime, Text(
-        "CUDA context + cuBLAS workspace (data/engines.toml [runtime])", "CUDA 上下文与 cuBLAS 工作区（data/engines.toml [runtime]）")),)
+        "CUDA context + cuBLAS workspace (data/engines.toml [runtime])",
+        "CUDA 上下文与 cuBLAS 工作区（data/engines.toml [runtime]）")),)
     denoise_resident = sum(_resident(model, job, wb, "denoise", list(model.denoisers),
                                      usable - runtime - transients["denoise"][2]).values())
     streamed = 0 if job.offload in ("none", "model") else max(0, wb[model.denoisers[0]] - denoise_resident // len(
@@ -230,8 +231,10 @@ def _why_weights(model: DiffusionModel, name: str, job: ImageJob, full: int, res
     comp = model.component(name)
     prec = precision_of(model, comp, job)
     how = "summed from the safetensors headers" if comp.stored_bytes else f"{comp.params:,} params x {prec}"
-    part = "" if resident == full else f"; {resident / 2**30:,.2f} of {full / 2**30:,.2f} GiB on the GPU ({job.offload} offload)"
-    part_zh = "" if resident == full else f"；GPU 上 {resident / 2**30:,.2f} / {full / 2**30:,.2f} GiB（{job.offload} 卸载）"
+    part = "" if resident == full else (f"; {resident / 2**30:,.2f} of {full / 2**30:,.2f} GiB"
+                                        f" on the GPU ({job.offload} offload)")
+    part_zh = "" if resident == full else (f"；GPU 上 {resident / 2**30:,.2f} / {full / 2**30:,.2f} GiB"
+                                           f"（{job.offload} 卸载）")
     how_zh = "按 safetensors 头部求和" if comp.stored_bytes else f"{comp.params:,} 参数 × {prec}"
     return Text(f"{comp.class_name}: {how}{part}", f"{comp.class_name}：{how_zh}{part_zh}")
 

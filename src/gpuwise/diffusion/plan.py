@@ -81,7 +81,8 @@ def _reasons(est: DiffusionEstimate, max_seconds: float | None) -> tuple[Text, .
                 + f"放入 {m.required / GiB:,.1f} / {est.usable / GiB:,.1f} GiB")]
     out.append(Text(f"{est.speed.per_output_s:,.1f} s per {est.model.kind}"
                     + (f" (target {max_seconds:,.1f} s)" if max_seconds else ""),
-                    f"每个输出 {est.speed.per_output_s:,.1f} 秒" + (f"（目标 {max_seconds:,.1f} 秒）" if max_seconds else "")))
+                    f"每个输出 {est.speed.per_output_s:,.1f} 秒"
+                    + (f"（目标 {max_seconds:,.1f} 秒）" if max_seconds else "")))
     if prec not in ("bf16", "fp16", "fp32"):
         out.append(Text(f"{prec} changes the weights: check image quality", f"{prec} 改变了权重：请检查画质"))
     return tuple(out)
@@ -109,7 +110,8 @@ def plan_diffusion(model: DiffusionModel, job: ImageJob, cards: Sequence[Card], 
         if max_seconds and est.speed.per_output_s > max_seconds:
             rejected.append(Rejected(card, Text(f"{est.speed.per_output_s:,.1f} s per output, over the "
                                                 f"{max_seconds:,.1f} s target",
-                                                f"每个输出 {est.speed.per_output_s:,.1f} 秒，超过 {max_seconds:,.1f} 秒的目标")))
+                                                f"每个输出 {est.speed.per_output_s:,.1f} 秒，"
+                                                f"超过 {max_seconds:,.1f} 秒的目标")))
             continue
         if price is not None:
             est = replace(est, cost=price(card, est.speed.total_s))

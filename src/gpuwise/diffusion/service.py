@@ -175,7 +175,8 @@ def vlm_estimate_json(req: Any) -> dict[str, Any]:
 
         raise InputError(Text(f"{arch.name} has no vision tower: --width/--height describe an image for a "
                               "vision-language model (or the size of an image/video model's output).",
-                              f"{arch.name} 没有视觉编码器：--width/--height 用于视觉语言模型的输入图像（或图像/视频模型的输出尺寸）。"))
+                              f"{arch.name} 没有视觉编码器：--width/--height 用于视觉语言模型的输入图像"
+                              "（或图像/视频模型的输出尺寸）。"))
     one = image_tokens(vision, req.height, req.width)
     tokens = one.tokens * req.images
     inner = dataclasses.replace(req, context=req.context + tokens, width=None, height=None)

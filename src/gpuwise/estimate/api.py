@@ -101,7 +101,8 @@ class Estimate:
         out["ranges"] = self.ranges.to_dict()
         out["provenance"] = provenance(self.model, d.card, training=w.is_training, calibration=self.calibration,
                                        ranges=self.ranges, has=frozenset(k for k in ("capacity", "speed") if k in out)
-                                       | ({"cost"} if self.cost else set()) | ({"kv_pool"} if mem.breakdown.kv_pool else set()))
+                                       | ({"cost"} if self.cost else set())
+                                       | ({"kv_pool"} if mem.breakdown.kv_pool else set()))
         if d.margin and not w.is_training:
             out["margin"] = _margin(self)
         boot = None if w.is_training else startup(self.model, w, d, mem)
@@ -177,8 +178,10 @@ def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_cont
     if w.is_training:
         raise InputError(Text(f"{card.name} has no FP8 tensor cores, so it cannot train in FP8.",
                               f"{card.name} 没有 FP8 张量核心，无法做 FP8 训练。"),
-                         hint=Text("Train in bf16 (drop --float8, or --weights bf16), or pick a card with FP8 (Ada, Hopper, Blackwell).",
-                                   "请用 bf16 训练（去掉 --float8，或 --weights bf16），或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
+                         hint=Text("Train in bf16 (drop --float8, or --weights bf16), "
+                                   "or pick a card with FP8 (Ada, Hopper, Blackwell).",
+                                   "请用 bf16 训练（去掉 --float8，或 --weights bf16），"
+                                   "或换用支持 FP8 的卡（Ada、Hopper、Blackwell）。"))
     if d.engine != "vllm" or card.software != "cuda":  # Marlin's weight-only FP8 is a CUDA kernel
         raise InputError(Text(f"{card.name} has no FP8 tensor cores; {d.engine} cannot run FP8 weights on it.",
                               f"{card.name} 没有 FP8 张量核心，{d.engine} 无法在其上运行 FP8 权重。"),

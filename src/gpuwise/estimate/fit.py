@@ -125,7 +125,8 @@ def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Cha
         yield Fix("micro_batch", (("micro_batch", 1),), Text("use micro-batch 1 with gradient accumulation",
                                                              "用 micro-batch 1 加梯度累积")), rep(w, micro_batch=1), d
     if w.optimizer == "adamw":
-        yield Fix("optimizer", (("optimizer", "paged-adamw8bit"),), Text("use a paged 8-bit AdamW", "改用分页 8-bit AdamW"),
+        yield Fix("optimizer", (("optimizer", "paged-adamw8bit"),),
+                  Text("use a paged 8-bit AdamW", "改用分页 8-bit AdamW"),
                   native=_native(fw, "fix_8bit_optimizer")), rep(w, optimizer="paged-adamw8bit"), d
     for gpus in (2, 4, 8):
         if d.gpus < gpus <= d.card.max_gpus_per_node and w.task != "qlora":

@@ -50,7 +50,8 @@ _ALLOCATOR_SLACK = 0.3
 WHY = {
     "weights": Text("compute weights (bf16; QLoRA: NF4 base; FSDP2 fp32 shards where the framework keeps them), "
                     "sharded by ZeRO-3 and TP",
-                    "计算权重（bf16；QLoRA 为 NF4 基座；框架保留 fp32 分片时为 FSDP2 fp32 分片），由 ZeRO-3 与 TP 切分"),
+                    "计算权重（bf16；QLoRA 为 NF4 基座；框架保留 fp32 分片时为 FSDP2 fp32 分片），"
+                    "由 ZeRO-3 与 TP 切分"),
     "adapters": Text("LoRA adapters r x (d_in + d_out) per target module, in the framework's adapter dtype",
                      "LoRA 适配器：每个目标模块 r × (d_in + d_out)，采用框架的适配器精度"),
     "gradients": Text("gradients of the trainable parameters in the framework's grad dtype, sharded by ZeRO-2+; "
@@ -61,15 +62,18 @@ WHY = {
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
     "activations": Text("saved for backward per layer by the checkpointing policy (norm fp32 copies, q/k/v, "
                         "attention output and log-sum-exp, MLP gate/up/act/down inputs), plus one layer recomputed",
-                        "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），加一层重计算"),
+                        "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），"
+                        "加一层重计算"),
     "logits": Text("the loss at its peak: full = 12 bytes per logit (fp32 log-probs and gradients), chunked = the "
                    "bf16 chunks + one chunk's fp32, fused = one chunk only",
-                   "损失峰值：完整 = 每个 logit 12 字节（fp32 对数概率与梯度）；分块 = bf16 分块 + 一块 fp32；融合 = 仅一块"),
+                   "损失峰值：完整 = 每个 logit 12 字节（fp32 对数概率与梯度）；"
+                   "分块 = bf16 分块 + 一块 fp32；融合 = 仅一块"),
     "gather": Text("FSDP/ZeRO-3 all-gather buffers: the current and prefetched layer in bf16",
                    "FSDP/ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重"),
     "slack": Text(f"caching-allocator slack: reserved minus allocated, {_ALLOCATOR_SLACK:.0%} of the tensors that "
                   "churn each step (llama-cookbook PR #41 measurements)",
-                  f"缓存分配器余量：reserved 减 allocated，按每步反复分配张量的 {_ALLOCATOR_SLACK:.0%}（llama-cookbook PR #41 实测）"),
+                  f"缓存分配器余量：reserved 减 allocated，按每步反复分配张量的 {_ALLOCATOR_SLACK:.0%}"
+                  "（llama-cookbook PR #41 实测）"),
 }
 
 

@@ -63,7 +63,8 @@ def _from_evidence(ev: Any, origin: str) -> NodeInventory:
             if card is None:
                 raise InputError(Text(f"{origin}: GPU{g.index} ({g.name}) has no memory reading and is not in the "
                                       "catalog: use --card and --gpus.",
-                                      f"{origin}：GPU{g.index}（{g.name}）没有显存读数且不在目录中：请用 --card 与 --gpus。"))
+                                      f"{origin}：GPU{g.index}（{g.name}）没有显存读数且不在目录中："
+                                      "请用 --card 与 --gpus。"))
             sizes.append(card.memory_cuda_gib)
     return NodeInventory(tuple(g.name for g in ev.gpus), tuple(sizes), origin)
 

@@ -49,7 +49,8 @@ class JobSpec:
 
 def _bad(origin: str, en: str, zh: str) -> DataError:
     return DataError(Text(f"{origin}: {en}", f"{origin}：{zh}"),
-                     hint=Text("See `gpuwise submit --help` for the job file.", "任务文件格式见 `gpuwise submit --help`。"))
+                     hint=Text("See `gpuwise submit --help` for the job file.",
+                               "任务文件格式见 `gpuwise submit --help`。"))
 
 
 def _number(origin: str, key: str, v: Any) -> float:

@@ -33,7 +33,8 @@ ALTERNATIVES = (
          "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; no memory or fault "
          "isolation (one client's fault hits all). Good for many small, trusted services.",
          "MPS（CUDA 多进程服务）：多个进程同时共享全部 SM，可用 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 与 "
-         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 限额；没有显存与故障隔离（一个客户端出错影响全部）。适合许多小而可信的服务。"),
+         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 限额；没有显存与故障隔离（一个客户端出错影响全部）。"
+         "适合许多小而可信的服务。"),
     Text("Time-slicing (k8s device plugin `sharing.timeSlicing.replicas`): pods take turns on the whole GPU; "
          "each sees all its memory, nothing stops one from taking it all, and context switches cost "
          "throughput. For bursty, light use where isolation does not matter.",
@@ -127,8 +128,8 @@ def _choose(s: ServiceSpec, card: Any, table: MigGpu) -> Chosen:
                           f"{last.profile.name} 上{last.why.zh}。"),
                      hint=Text("Give it a whole GPU (`gpuwise plan MODEL`), a smaller precision (weights = "
                                "\"int4\"), less context or concurrency, or a looser SLO.",
-                               "请给它整卡（`gpuwise plan MODEL`）、更低精度（weights = \"int4\"）、更短上下文或更低并发，"
-                               "或放宽 SLO。"))
+                               "请给它整卡（`gpuwise plan MODEL`）、更低精度（weights = \"int4\"）、"
+                               "更短上下文或更低并发，或放宽 SLO。"))
 
 
 def _starts(profiles: Sequence[MigProfile], table: MigGpu, used: frozenset[int] = frozenset()

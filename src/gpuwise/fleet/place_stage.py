@@ -50,7 +50,8 @@ class StageCost:
 def _table() -> dict[str, Any]:
     raw = tomllib.loads(resources.files("gpuwise.data").joinpath("fleet_place.toml").read_text("utf-8"))
     if raw.get("schema_version") != 1:
-        raise DataError(Text("data/fleet_place.toml: unknown schema_version.", "data/fleet_place.toml：schema_version 未知。"))
+        raise DataError(Text("data/fleet_place.toml: unknown schema_version.",
+                             "data/fleet_place.toml：schema_version 未知。"))
     return raw
 
 

@@ -50,7 +50,8 @@ def _unreachable(address: str, why: str, seconds: float) -> InputError:
                            f"{address} 上的 Ray 集群没有响应（{why}，等待 {seconds:g} 秒）。"),
                       hint=Text("Check the address (ray start --head prints it; the default port is 6379), "
                                 "that the head node is up, and that this machine can reach it.",
-                                "请核对地址（ray start --head 会打印，默认端口 6379）、头节点是否在运行、本机能否访问。"))
+                                "请核对地址（ray start --head 会打印，默认端口 6379）、"
+                                "头节点是否在运行、本机能否访问。"))
 
 
 def _probe(address: str, seconds: float) -> None:

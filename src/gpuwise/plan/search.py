@@ -224,7 +224,9 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
     return dataclasses.replace(c, failures=tuple(_requirement_failures(c, t) + _target_failures(c, t)))
 
 
-def _configurations(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[tuple[Workload, Deployment, int, int]]:
+def _configurations(
+    model: ModelArch, w: Workload, card: Card, t: Targets
+) -> Iterator[tuple[Workload, Deployment, int, int]]:
     for fmt in precisions(model, w, t):
         for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
             w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)
