@@ -8,6 +8,7 @@ that timed out, a hung all-reduce, missing evidence). checks.EXIT_CODES holds th
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -111,16 +112,21 @@ def _run(card: str | None, gpus: int | None, contract: Path | None, options: _Op
     if report is not None and report.suffix.lower() not in (".md", ".markdown", ".html", ".htm"):
         raise InputError(Text(f"--report must end in .md or .html, got '{report}'.",
                               f"--report 的扩展名必须是 .md 或 .html，实际为“{report}”。"))
+    from gpuwise.safefile import check_output, replaced_note
+
+    for out in (save, report):  # a missing folder or a link fails now, not after minutes of benchmarks
+        if out is not None:
+            check_output(out, replace=True)
     if from_file is not None:
         evidence = load_evidence(from_file)
         check_measurements(evidence, str(from_file))
     else:
         evidence = _collect(options, show_progress)
     verdict = judge(evidence, claim)
-    if save is not None:
-        save_evidence(evidence, save)
-    if report is not None:
-        write_report(verdict, report, lang)
+    for out, replaced in ((save, save is not None and save_evidence(evidence, save)),
+                          (report, report is not None and write_report(verdict, report, lang))):
+        if out is not None and replaced:
+            sys.stderr.write(replaced_note(out).render(lang) + "\n")
     if options.bundle is not None:
         from gpuwise.verify.bundle import write_bundle
 

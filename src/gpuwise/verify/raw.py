@@ -379,9 +379,12 @@ def evidence_from_dict(data: dict[str, Any], *, origin: str = "<dict>") -> Evide
         raise DataError(Text(f"{origin} is malformed: {exc}", f"{origin} 格式错误：{exc}")) from exc
 
 
-def save_evidence(evidence: Evidence, path: str | Path) -> None:
-    text = json.dumps(evidence_to_dict(evidence), ensure_ascii=False, indent=2)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+def save_evidence(evidence: Evidence, path: str | Path) -> bool:
+    """Strict JSON, written whole and never through a link; True when it replaced a file."""
+    from gpuwise.jsonable import dumps
+    from gpuwise.safefile import write_output
+
+    return write_output(path, dumps(evidence_to_dict(evidence), indent=2) + "\n", replace=True)
 
 
 def load_evidence(path: str | Path) -> Evidence:

@@ -190,7 +190,7 @@ def _raw_html(v: Verdict, lang: Lang) -> list[str]:
     return out
 
 
-def write_report(v: Verdict, path: str | Path, lang: Lang = "en") -> None:
+def write_report(v: Verdict, path: str | Path, lang: Lang = "en") -> bool:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".md", ".markdown"):
@@ -200,4 +200,6 @@ def write_report(v: Verdict, path: str | Path, lang: Lang = "en") -> None:
     else:
         raise InputError(Text(f"Report file '{p}' must end in .md or .html.",
                               f"报告文件“{p}”的扩展名必须是 .md 或 .html。"))
-    p.write_text(text, encoding="utf-8")
+    from gpuwise.safefile import write_output
+
+    return write_output(p, text, replace=True)  # whole, never through a link; True when it replaced one
