@@ -324,7 +324,8 @@ def _check_plan(req: PlanRequest) -> None:
             raise unknown_name(Text(f"{flag} value", f" {flag} 取值"), value, options, "gpuwise plan --help")
     for need in _split(req.require):
         if need not in ("ecc", "nvlink"):
-            raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"), "gpuwise plan --help")
+            raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"),
+                               "gpuwise plan --help")
     if not 1 <= req.top <= 50:
         raise InputError(Text("--top must be between 1 and 50.", "--top 必须在 1 到 50 之间。"))
     counts: tuple[tuple[str, int | None], ...] = (("--replicas", req.replicas), ("--grad-accum", req.grad_accum),
@@ -336,7 +337,8 @@ def _check_plan(req: PlanRequest) -> None:
     if req.global_batch is not None and req.grad_accum is not None:
         raise InputError(Text("Give --global-batch or --grad-accum, not both: the global batch is "
                               "micro-batch x accumulation x data-parallel GPUs.",
-                              "--global-batch 与 --grad-accum 只能给一个：全局 batch = micro-batch × 累积步数 × 数据并行卡数。"))
+                              "--global-batch 与 --grad-accum 只能给一个："
+                              "全局 batch = micro-batch × 累积步数 × 数据并行卡数。"))
     if req.global_batch is not None and req.global_batch < req.micro_batch:
         raise InputError(Text(f"--global-batch {req.global_batch} is smaller than --micro-batch {req.micro_batch}.",
                               f"--global-batch {req.global_batch} 小于 --micro-batch {req.micro_batch}。"))

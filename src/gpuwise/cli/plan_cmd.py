@@ -167,23 +167,52 @@ def _save(result: dict[str, Any], path: str | None, lang: str | None = None) -> 
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan(
-        src: Annotated[str | None, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 70b.")] = None,
+        src: Annotated[
+            str | None, typer.Argument(help="Preset, HF id, config.json, model folder, GGUF file, or a size like 70b.")
+        ] = None,
         task: Annotated[str, typer.Option("--task", help="infer | full | lora | qlora | pretrain")] = "infer",
-        weights: Annotated[str, typer.Option("--weights", help="auto (checkpoint or FP8) | any (4-bit too) | bf16 | fp8 | int4 | ...")] = "auto",
+        weights: Annotated[
+            str, typer.Option("--weights", help="auto (checkpoint or FP8) | any (4-bit too) | bf16 | fp8 | int4 | ...")
+        ] = "auto",
         kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
         context: Annotated[int, typer.Option("--context")] = 4096,
         concurrency: Annotated[int, typer.Option("--concurrency")] = 1,
-        output_tokens: Annotated[int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context.")] = None,
-        replicas: Annotated[int | None, typer.Option("--replicas", help="Serving engines behind a load balancer (default: searched).")] = None,
-        engine: Annotated[str, typer.Option("--engine", help="Serving engine whose rules size the plans: vllm | sglang | trtllm | llamacpp | transformers.")] = "vllm",
-        engine_version: Annotated[str, typer.Option("--engine-version", help="Engine version, e.g. 0.11 (default: the newest rules gpuwise has).")] = "",
+        output_tokens: Annotated[
+            int | None, typer.Option("--output-tokens", help="Generated tokens per request, part of --context.")
+        ] = None,
+        replicas: Annotated[
+            int | None, typer.Option("--replicas", help="Serving engines behind a load balancer (default: searched).")
+        ] = None,
+        engine: Annotated[
+            str,
+            typer.Option(
+                "--engine",
+                help="Serving engine whose rules size the plans: vllm | sglang | trtllm | llamacpp | transformers.",
+            ),
+        ] = "vllm",
+        engine_version: Annotated[
+            str,
+            typer.Option("--engine-version", help="Engine version, e.g. 0.11 (default: the newest rules gpuwise has)."),
+        ] = "",
         seq_len: Annotated[int, typer.Option("--seq-len")] = 2048,
         micro_batch: Annotated[int, typer.Option("--micro-batch", help="Largest micro-batch per GPU to try.")] = 1,
-        grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Fixes the global batch at micro-batch x this.")] = None,
-        global_batch: Annotated[int | None, typer.Option("--global-batch", help="Sequences per optimizer step, kept fixed.")] = None,
-        framework: Annotated[str, typer.Option("--framework", help="Training framework whose defaults apply (see `gpuwise estimate --help`; default auto).")] = "auto",
+        grad_accum: Annotated[
+            int | None, typer.Option("--grad-accum", help="Fixes the global batch at micro-batch x this.")
+        ] = None,
+        global_batch: Annotated[
+            int | None, typer.Option("--global-batch", help="Sequences per optimizer step, kept fixed.")
+        ] = None,
+        framework: Annotated[
+            str,
+            typer.Option(
+                "--framework",
+                help="Training framework whose defaults apply (see `gpuwise estimate --help`; default auto).",
+            ),
+        ] = "auto",
         optimizer: Annotated[str | None, typer.Option("--optimizer", help="Default: the framework's.")] = None,
-        grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="auto | none | full | selective | op-sac | every-N")] = "auto",
+        grad_ckpt: Annotated[
+            str, typer.Option("--grad-ckpt", help="auto | none | full | selective | op-sac | every-N")
+        ] = "auto",
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
         budget: Annotated[float | None, typer.Option("--budget", help="Per hour (or per run with --tokens).")] = None,
         min_throughput: Annotated[float | None, typer.Option("--min-throughput", help="tokens/s, all users.")] = None,
@@ -192,33 +221,69 @@ def register(app: typer.Typer) -> None:
         require: Annotated[str, typer.Option("--require", help="ecc,nvlink")] = "",
         provider: Annotated[str | None, typer.Option("--provider")] = None,
         billing: Annotated[str, typer.Option("--billing", help="hourly | daily | weekly | monthly | spot")] = "hourly",
-        prices: Annotated[str | None, typer.Option("--prices", help="A price file (TOML, the config-dir format).")] = None,
+        prices: Annotated[
+            str | None, typer.Option("--prices", help="A price file (TOML, the config-dir format).")
+        ] = None,
         cards: Annotated[str, typer.Option("--cards", help="Comma list of cards to consider.")] = "",
-        include_non_cuda: Annotated[bool, typer.Option("--include-non-cuda", help="Also rank ROCm and Ascend (CANN) cards.")] = False,
+        include_non_cuda: Annotated[
+            bool, typer.Option("--include-non-cuda", help="Also rank ROCm and Ascend (CANN) cards.")
+        ] = False,
         objective: Annotated[str, typer.Option("--objective", help="cost | speed | cost-per-token")] = "cost",
         stage: Annotated[str | None, typer.Option("--stage", help="validate | stabilise | scale")] = None,
         allow_offload: Annotated[bool, typer.Option("--allow-offload")] = False,
         tokens: Annotated[float | None, typer.Option("--tokens", help="Training tokens, for the per-run cost.")] = None,
-        inter_node_gbps: Annotated[float | None, typer.Option("--inter-node-gbps", help="Gb/s per node (default: the platform's reference fabric).")] = None,
+        inter_node_gbps: Annotated[
+            float | None,
+            typer.Option("--inter-node-gbps", help="Gb/s per node (default: the platform's reference fabric)."),
+        ] = None,
         top: Annotated[int, typer.Option("--top")] = 5,
-        deploy_model: Annotated[str | None, typer.Option("--deploy-model", help="Checkpoint the exports start, e.g. an AWQ repo of the model.")] = None,
-        script: Annotated[str | None, typer.Option("--script", help="Training script the exports run (relative to --workdir).")] = None,
-        workdir: Annotated[str | None, typer.Option("--workdir", help="Folder the exports ship to the machine.")] = None,
+        deploy_model: Annotated[
+            str | None,
+            typer.Option("--deploy-model", help="Checkpoint the exports start, e.g. an AWQ repo of the model."),
+        ] = None,
+        script: Annotated[
+            str | None, typer.Option("--script", help="Training script the exports run (relative to --workdir).")
+        ] = None,
+        workdir: Annotated[
+            str | None, typer.Option("--workdir", help="Folder the exports ship to the machine.")
+        ] = None,
         image: Annotated[str | None, typer.Option("--image", help="Container image for the exports.")] = None,
-        save: Annotated[str | None, typer.Option("--save", help="Write the plan JSON to this file (read back by --from).")] = None,
-        from_file: Annotated[str | None, typer.Option("--from", help="With --emit: export a saved plan instead of planning.")] = None,
-        plot: Annotated[str | None, typer.Option("--plot", help="Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot]).")] = None,
-        emit: Annotated[str | None, typer.Option("--emit", help="vllm | docker | framework (the training framework's own launch and config) | deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray")] = None,
+        save: Annotated[
+            str | None, typer.Option("--save", help="Write the plan JSON to this file (read back by --from).")
+        ] = None,
+        from_file: Annotated[
+            str | None, typer.Option("--from", help="With --emit: export a saved plan instead of planning.")
+        ] = None,
+        plot: Annotated[
+            str | None,
+            typer.Option(
+                "--plot", help="Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot])."
+            ),
+        ] = None,
+        emit: Annotated[
+            str | None,
+            typer.Option(
+                "--emit",
+                help="vllm | docker | framework (the training framework's own launch and config) | deepspeed | "
+                     "accelerate | torchrun | skypilot | dstack | k8s | ray",
+            ),
+        ] = None,
         hub: Annotated[str, typer.Option("--hub")] = "auto",
         json_out: JsonOpt = False,
         lang: LangOpt = None,
-        width: Annotated[int | None, typer.Option("--width", help="Image/video models: width in pixels (default: the model's).")] = None,
+        width: Annotated[
+            int | None, typer.Option("--width", help="Image/video models: width in pixels (default: the model's).")
+        ] = None,
         height: Annotated[int | None, typer.Option("--height", help="Image/video models: height in pixels.")] = None,
         frames: Annotated[int | None, typer.Option("--frames", help="Video models: frames (4k + 1, e.g. 81).")] = None,
         steps: Annotated[int | None, typer.Option("--steps", help="Image/video models: sampling steps.")] = None,
-        guidance: Annotated[float | None, typer.Option("--guidance", help="Image/video models: guidance scale.")] = None,
+        guidance: Annotated[
+            float | None, typer.Option("--guidance", help="Image/video models: guidance scale.")
+        ] = None,
         images: Annotated[int, typer.Option("--images", help="Image/video models: outputs per prompt.")] = 1,
-        max_seconds: Annotated[float | None, typer.Option("--max-seconds", help="Image/video models: one output every N seconds at most.")] = None,
+        max_seconds: Annotated[
+            float | None, typer.Option("--max-seconds", help="Image/video models: one output every N seconds at most.")
+        ] = None,
         os_name: Annotated[str, typer.Option("--os", help="Image/video models: linux | windows.")] = "linux",
     ) -> None:
         """Rank card x count x precision x parallelism, with a reason for every rejection. 选型方案排名。"""
@@ -228,7 +293,8 @@ def register(app: typer.Typer) -> None:
 
         def request() -> PlanRequest:
             if src is None:
-                raise InputError(Text("Name a model (a preset, hub id, file or folder), or use --emit T --from plan.json.",
+                raise InputError(Text("Name a model (a preset, hub id, file or folder), "
+                                      "or use --emit T --from plan.json.",
                                       "请给出模型（预设、模型库 id、文件或目录），或用 --emit T --from plan.json。"))
             return PlanRequest(
                 model=src, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
