@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -19,7 +20,7 @@ from gpuwise import __version__
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang
 from gpuwise.web import calls
-from gpuwise.web.api import Runner, _key, status_of
+from gpuwise.web.api import Runner, _key, encode, status_of
 from gpuwise.web.labels import labels, pick_page_lang
 from gpuwise.web.params import canonical
 from gpuwise.web.view import build_view, emit_configs, page_words
@@ -83,10 +84,16 @@ def _estimate_items(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+def page_plan_bytes(items: list[tuple[str, str]]) -> bytes:
+    """The page's plan as JSON bytes (module level: a plan worker process runs it)."""
+    return encode(calls.plan(items, strict=False))
+
+
 async def compute(items: list[tuple[str, str]], runner: Runner, lang: Lang,
                   L: dict[str, str]) -> dict[str, Any]:
     plan_items = [(k, v) for k, v in items if canonical(k) not in PAGE_ONLY]
-    plan = await runner(_key("/page/plan", plan_items), lambda: calls.plan(plan_items, strict=False))
+    # the plan runs in the plan lane's worker processes, so the page never delays an estimate
+    plan = json.loads(await runner.plan(_key("/page/plan", plan_items), page_plan_bytes, plan_items))
     est = None
     if any(canonical(k) == "card" and v.strip() for k, v in items):
         est_items = _estimate_items(items)
