@@ -41,7 +41,8 @@ def main() -> None:
         for fw in ("hf", "llama-factory", "torchtune"):
             print(fits_row(f"{label}, {fw}", model=model, card="rtx-4090", task="lora", seq_len=2048,
                            micro_batch=1, grad_ckpt="full", framework=fw))
-    print("\n## 7B full fine-tune: more than 40 GB? (qwen2.5-7b, seq 2048, micro-batch 1, full checkpointing, one H100)\n")
+    print("\n## 7B full fine-tune: more than 40 GB? "
+          "(qwen2.5-7b, seq 2048, micro-batch 1, full checkpointing, one H100)\n")
     print("| framework (precision) | verdict | device total GiB | allocated GiB | usable GiB |\n|---|---|---|---|---|")
     for fw, what in (("deepspeed", "bf16 + fp32 master, AdamW"), ("hf", "pure bf16 load, AdamW"),
                      ("torchtune", "pure bf16, paged 8-bit AdamW in backward")):

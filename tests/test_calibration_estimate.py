@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuwise.catalog.cards import load_cards, resolve_card
-from gpuwise.errors import DataError, InputError
+from gpuwise.errors import DataError, GpuwiseError, InputError
 from gpuwise.estimate.links import card_rates
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.verify.calibration import Calibration, load_calibration
@@ -136,8 +136,6 @@ def test_a_gpu_the_catalog_does_not_know_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value, shown", [
     pytest.param(-2.95e12, "-2,950 GB/s", id="negative"),
-    pytest.param(math.nan, "nan", id="nan"),
-    pytest.param(math.inf, "inf", id="inf"),
     pytest.param(5 * 3.35e12, "16,750 GB/s", id="5x-datasheet"),
     pytest.param(0.2 * 3.35e12, "670 GB/s", id="a-fifth-of-the-datasheet"),
 ])
@@ -148,6 +146,17 @@ def test_an_implausible_memory_bandwidth_on_any_gpu_is_refused_with_the_value(
         _estimate("h100-sxm", path)
     message = err.value.message.en
     assert str(path) in message and "GPU 3 memory bandwidth" in message and shown in message
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf], ids=["nan", "inf"])
+def test_a_non_finite_bandwidth_is_saved_as_null_and_refused_naming_the_field(tmp_path: Path, value: float) -> None:
+    # evidence is written as strict JSON (no NaN token): the reading becomes null, which the loader
+    # refuses with the file and the field named
+    path = _saved(tmp_path, _with_bench(load_evidence(SXM), 3, mem_bw_bytes_per_s=value))
+    assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+    with pytest.raises(GpuwiseError) as err:
+        _estimate("h100-sxm", path)
+    assert str(path) in err.value.message.en and "bench[3].mem_bw_bytes_per_s" in err.value.message.en
 
 
 def test_an_out_of_band_bandwidth_message_gives_the_datasheet_figure_and_the_band(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ CHOSEN = (
     "model /dev/zero", "model file deep", "model file bignum", "model file st_deep", "model file st_fifo",
     "model file fifo.gguf", "estimate --prices prices_nan.toml", "prices --prices prices_deep.toml",
     "cards --cards cards_inf.toml", "cards --cards fifo.toml", "plan --emit vllm --from plan_deep.json",
-    "plan --save missing folder", "plan --save symlink", "estimate --plot symlink", "estimate model 'xxxxxxxxxxxxxxxxxxxx'",
+    "plan --save missing folder", "plan --save symlink", "estimate --plot symlink",
+    "estimate model 'xxxxxxxxxxxxxxxxxxxx'",
 )
 
 

@@ -83,7 +83,8 @@ def test_the_new_fields_are_read_through_nvml() -> None:
     assert g0.pci_bus_id == "00000000:18:00.0" and g0.numa_node == 0 and g5.numa_node == 1
     assert g0.compute_mode == "default" and g0.virtualization_mode == "none"
     assert g0.memory_used_bytes == 533069824 and g0.sm_clock_max_mhz == 1980
-    assert (g0.pcie_replay_count, g0.nvlink_crc_errors, g0.nvlink_replay_errors, g0.nvlink_recovery_errors) == (0, 0, 0, 0)
+    counters = (g0.pcie_replay_count, g0.nvlink_crc_errors, g0.nvlink_replay_errors, g0.nvlink_recovery_errors)
+    assert counters == (0, 0, 0, 0)
     assert (g0.ecc_sram_uncorrected_volatile, g0.ecc_dram_uncorrected_aggregate) == (0, 0)
     assert (g0.fabric_state, g0.fabric_status) == ("completed", 0)
 

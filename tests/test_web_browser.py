@@ -146,7 +146,8 @@ OVERFLOW_JS = """() => {
   const doc = document.documentElement;
   if (doc.scrollWidth > window.innerWidth) bad.push(`page ${doc.scrollWidth} > ${window.innerWidth}`);
   for (const el of document.querySelectorAll('.scroll, .verdict, .chart, td, th, .config-head')) {
-    if (el.scrollWidth > el.clientWidth + 1) bad.push(`${el.tagName}.${el.className} #${el.id}: ${el.scrollWidth} > ${el.clientWidth}`);
+    if (el.scrollWidth > el.clientWidth + 1)
+      bad.push(`${el.tagName}.${el.className} #${el.id}: ${el.scrollWidth} > ${el.clientWidth}`);
   }
   return bad;
 }"""

@@ -103,7 +103,8 @@ def check_text(field: str, value: str) -> None:
     if len(value) > limit or (field != "card" and longest > NAME_MAX):
         raise InputError(Text(f"{flag} is {len(value):,} characters long; at most {limit:,} are allowed "
                               f"({NAME_MAX} per path component).",
-                              f"{flag} 长 {len(value):,} 个字符，最多允许 {limit:,} 个（路径每段最多 {NAME_MAX} 个）。"))
+                              f"{flag} 长 {len(value):,} 个字符，最多允许 {limit:,} 个"
+                              f"（路径每段最多 {NAME_MAX} 个）。"))
 
 
 def _fmt(x: float) -> str:

@@ -28,7 +28,8 @@ def _arch(name: str, hidden: int, layers: int, heads: int) -> ModelArch:
         vocab_size=_VOCAB, max_context=131_072, approximate=True, source="generic",
         notes=(Text(f"'{name}' is a bare size: a generic Llama-style architecture is assumed; "
                     "give a preset, config.json or hub id for exact figures.",
-                    f"“{name}”只是一个参数量：按通用 Llama 式结构估算；给出预设、config.json 或模型 ID 可得精确结果。"),))
+                    f"“{name}”只是一个参数量：按通用 Llama 式结构估算；"
+                    "给出预设、config.json 或模型 ID 可得精确结果。"),))
 
 
 def generic_arch(amount: float, unit: str) -> ModelArch:

@@ -114,7 +114,8 @@ def tensor_entry(name: str, info: Any, origin: str) -> tuple[TensorEntry, int, i
     entry = TensorEntry(name, str(dtype), tuple(shape), 0)
     bits = entry.elements * DTYPE_BITS[entry.dtype]
     if bits % 8 or bits // 8 != offsets[1] - offsets[0]:
-        raise _bad(origin, f"tensor '{name}' is {offsets[1] - offsets[0]} bytes, but {dtype} {shape} needs {bits / 8:g}",
+        raise _bad(origin, f"tensor '{name}' is {offsets[1] - offsets[0]} bytes, "
+                           f"but {dtype} {shape} needs {bits / 8:g}",
                    f"张量“{name}”占 {offsets[1] - offsets[0]} 字节，但 {dtype} {shape} 需要 {bits / 8:g}")
     return replace(entry, nbytes=bits // 8), offsets[0], offsets[1]
 
@@ -256,7 +257,8 @@ def with_checkpoint(arch: ModelArch, ckpt: CheckpointHeader) -> ModelArch:
         note = Text(f"The checkpoint stores quantized weights ({stored:,} bytes in {len(ckpt.tensors)} tensors, "
                     f"{aux:,} elements packed or scales): the parameter count {counted:,} comes from the "
                     "architecture, not from the tensor headers.",
-                    f"检查点存的是量化权重（{len(ckpt.tensors)} 个张量共 {stored:,} 字节，其中 {aux:,} 个元素为打包值或缩放因子）："
+                    f"检查点存的是量化权重（{len(ckpt.tensors)} 个张量共 {stored:,} 字节，"
+                    f"其中 {aux:,} 个元素为打包值或缩放因子）："
                     f"参数量 {counted:,} 按结构计算，而非取自张量头部。")
         return replace(arch, checkpoint_bytes=stored, checkpoint_params=counted, notes=arch.notes + (note,))
     elements = ckpt.total_elements

@@ -11,7 +11,8 @@ from gpuwise.cli.common import JsonOpt, LangOpt, fail, lang_of, print_json
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang, Text
 
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "incomplete": "magenta", "ok": "green", "suspect": "bold red",
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "incomplete": "magenta", "ok": "green",
+          "suspect": "bold red",
           "not_measured": "dim", "no_fleet": "dim"}
 
 CardOpt = Annotated[str | None, typer.Option(

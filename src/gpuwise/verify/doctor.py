@@ -257,7 +257,8 @@ def _visible(p: Probe, st: _State) -> list[Finding]:
         return [Finding("cuda_visible_some", "warn", Text(
             f"CUDA_VISIBLE_DEVICES={value!r} shows {len(entries)} of {st.gpus} GPUs to CUDA programs.",
             f"CUDA_VISIBLE_DEVICES={value!r} 只向 CUDA 程序显示 {st.gpus} 块中的 {len(entries)} 块 GPU。"),
-            Text("Intended? Otherwise `unset CUDA_VISIBLE_DEVICES`.", "是有意的吗？否则请 `unset CUDA_VISIBLE_DEVICES`。"))]
+            Text("Intended? Otherwise `unset CUDA_VISIBLE_DEVICES`.",
+                 "是有意的吗？否则请 `unset CUDA_VISIBLE_DEVICES`。"))]
     return []
 
 

@@ -125,7 +125,8 @@ def check_fabric(cx: Context) -> CheckResult:
     if wanted:
         return incomplete(name, Text("The contract asks for the NVSwitch fabric, but neither the GPUs' "
                                      "fabric state nor the fabric manager service could be read.",
-                                     "合同要求 NVSwitch fabric，但既读不到 GPU 的 fabric 状态，也读不到 fabric manager 服务。"))
+                                     "合同要求 NVSwitch fabric，但既读不到 GPU 的 fabric 状态，"
+                                     "也读不到 fabric manager 服务。"))
     if fm is not None and board:
         return CheckResult(name, "pass", fm, "active", "", Text(
             f"nvidia-fabricmanager: {fm}.", f"nvidia-fabricmanager：{fm}。"))

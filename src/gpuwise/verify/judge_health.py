@@ -183,7 +183,8 @@ def check_throttle(cx: Context) -> CheckResult:
         return CheckResult("health.throttle", "warn", desc, "none", "", Text(
             f"Clocks were held down under load by a setting ({desc}): application clocks or a "
             "clock lock set by the provider cost speed; ask them to reset it (`nvidia-smi -rac`, root).",
-            f"负载下频率被设置压低（{desc}）：服务商设定的应用频率或锁频会损失速度；请其复位（`nvidia-smi -rac`，需 root）。"))
+            f"负载下频率被设置压低（{desc}）：服务商设定的应用频率或锁频会损失速度；"
+            "请其复位（`nvidia-smi -rac`，需 root）。"))
     unseen = [g.index for g in cx.ev.gpus if g.index not in bad]
     if cx.benchmarked and unseen:
         return incomplete("health.throttle", Text(

@@ -97,7 +97,8 @@ def check_memory(cx: Context) -> CheckResult:
     cuda_gib = getattr(cx.card, "memory_cuda_gib", None)
     if cuda_gib and high > cuda_gib * GiB * (1 + tol):
         return CheckResult("inventory.memory", "fail", round(high / GiB, 1), f"~{cuda_gib:g}", "GiB", Text(
-            f"GPU{high_i} reports {high / GiB:.1f} GiB, more than any {getattr(cx.card, 'id', '?')} has ({cuda_gib:g} GiB): "
+            f"GPU{high_i} reports {high / GiB:.1f} GiB, "
+            f"more than any {getattr(cx.card, 'id', '?')} has ({cuda_gib:g} GiB): "
             "a modified board (memory chips swapped, VBIOS reflashed) or another card under this name.",
             f"GPU{high_i} 报告 {high / GiB:.1f} GiB，超过 {getattr(cx.card, 'id', '?')} 的 {cuda_gib:g} GiB："
             "可能是改装卡（更换显存颗粒、刷写 VBIOS）或冒名的其他显卡。"))

@@ -82,7 +82,8 @@ def check_identity(cx: Context) -> CheckResult:
         return CheckResult(name, status, odd[i], want, "SMs", Text(
             f"GPU{i} has {odd[i]} SMs, {card.id} has {want}: a cut-down or different chip "
             "(4090D for 4090, H20 for H100).",
-            f"GPU{i} 有 {odd[i]} 个 SM，而 {card.id} 为 {want} 个：芯片被裁剪或型号不同（如 4090D 冒充 4090、H20 冒充 H100）。"))
+            f"GPU{i} 有 {odd[i]} 个 SM，而 {card.id} 为 {want} 个："
+            "芯片被裁剪或型号不同（如 4090D 冒充 4090、H20 冒充 H100）。"))
     seen = [Text("PCI device id", "PCI 设备 ID")] if ids and any(not is_na(g.pci_device_id) for g in cx.ev.gpus) \
         else []
     if sms and want is not None:
@@ -196,7 +197,8 @@ def check_numa(cx: Context) -> CheckResult:
     if not nodes:
         if want:
             return incomplete(name, Text("GPU NUMA nodes were not read: the contract's numa_affinity "
-                                         "cannot be judged.", "未读取 GPU 的 NUMA 节点：无法评判合同的 numa_affinity。"))
+                                         "cannot be judged.",
+                                         "未读取 GPU 的 NUMA 节点：无法评判合同的 numa_affinity。"))
         return skipped(name, Text("GPU NUMA nodes not read.", "未读取 GPU 的 NUMA 节点。"))
     flat = sorted(i for i, n in nodes.items() if n < 0)
     if flat and (want or (sockets or 1) > 1):
@@ -235,7 +237,8 @@ CHECKS: tuple[Callable[[Context], CheckResult], ...] = (
     check_evidence, check_identity, check_cuda_map, check_tenancy,
     _host_check("host.cpu", "cpu_cores", "cpu_cores", 1.0, "cores", Text("Logical CPUs", "逻辑 CPU")),
     _host_check("host.ram", "ram_bytes", "host_ram_gb", GB, "GB", Text("Host memory", "主机内存")),
-    _host_check("host.disk", "disk_bytes", "disk_gb", GB, "GB", Text("Disk size (working directory)", "磁盘容量（工作目录）")),
+    _host_check("host.disk", "disk_bytes", "disk_gb", GB, "GB",
+                Text("Disk size (working directory)", "磁盘容量（工作目录）")),
     _host_check("host.disk_free", "disk_free_bytes", "disk_free_gb", GB, "GB",
                 Text("Free disk space (working directory)", "可用磁盘空间（工作目录）")),
     check_numa,

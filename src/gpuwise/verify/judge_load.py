@@ -36,7 +36,8 @@ def check_window(cx: Context) -> CheckResult:
         return CheckResult(name, "warn", None, None, "s", Text(
             "This evidence has no sustained all-GPU window (saved by an older gpuwise): cooling and "
             "power faults that need every GPU hot for minutes were not tested.",
-            "此证据没有所有 GPU 同时持续负载的窗口（旧版 gpuwise 保存）：未测试需要所有 GPU 长时间满载才会暴露的散热与供电故障。"))
+            "此证据没有所有 GPU 同时持续负载的窗口（旧版 gpuwise 保存）："
+            "未测试需要所有 GPU 长时间满载才会暴露的散热与供电故障。"))
     need = float(cx.th.get("load", "min_fraction_run")) * float(planned)
     ran = {s.index: _num(s.seconds) or 0.0 for s in _load(cx)}
     short = [g.index for g in cx.ev.gpus if ran.get(g.index, 0.0) < need]
@@ -68,7 +69,8 @@ def check_clocks(cx: Context) -> CheckResult:
         return CheckResult(name, "warn", round(med), f">= {ratio * top:.0f}", "MHz", Text(
             f"GPU{i} ran at a median {med:.0f} MHz under load, {med / top:.0%} of its {top:.0f} MHz max: "
             "power, heat or a clock setting holds it back.",
-            f"GPU{i} 负载下频率中位数 {med:.0f} MHz，为最高 {top:.0f} MHz 的 {med / top:.0%}：受功耗、温度或频率设置限制。"))
+            f"GPU{i} 负载下频率中位数 {med:.0f} MHz，为最高 {top:.0f} MHz 的 {med / top:.0%}："
+            "受功耗、温度或频率设置限制。"))
     return CheckResult(name, "pass", round(med), f">= {ratio * top:.0f}", "MHz", Text(
         f"Lowest median SM clock under load: GPU{i} {med:.0f} of {top:.0f} MHz.",
         f"负载下 SM 频率中位数最低：GPU{i} {med:.0f} / {top:.0f} MHz。"))
@@ -207,9 +209,10 @@ def _peer_check(row: dict[str, Any], rule: dict[str, Any]) -> Callable[[Context]
         med, off = peer_outliers(values, warn_below)
         if not off:
             low = min(values.values())
-            return CheckResult(name, "pass", round(1 - low / med, 3) if med else 0, f"<= {warn_below:g}", "", what + Text(
-                f": every GPU within {warn_below:.0%} of the node median.",
-                f"：每块 GPU 都在中位数的 {warn_below:.0%} 以内。"))
+            within = Text(f": every GPU within {warn_below:.0%} of the node median.",
+                          f"：每块 GPU 都在中位数的 {warn_below:.0%} 以内。")
+            return CheckResult(name, "pass", round(1 - low / med, 3) if med else 0, f"<= {warn_below:g}", "",
+                               what + within)
         worst_i = max(off, key=lambda i: off[i])
         status: Status = "fail" if fail_below is not None and off[worst_i] > fail_below else "warn"
         listed = ", ".join(f"GPU{i} -{f:.0%}" for i, f in sorted(off.items()))

@@ -22,7 +22,8 @@ MAX_GPUS = 64  # one node; NVSwitch systems top out at 8-72 GPUs per NVLink doma
 _MAX_LIST = 100_000  # series samples, processes, points: far beyond a real run
 
 # Kinds: meas (a measurement: any number; a NaN, infinite or negative one is refused by
-# `check_measurements` with the GPU and what it measured), int (whole, >= 0), sint (whole, any sign), num (finite, >= 0), bool, str, list:<Class>,
+# `check_measurements` with the GPU and what it measured), int (whole, >= 0), sint (whole, any sign),
+# num (finite, >= 0), bool, str, list:<Class>,
 # obj:<Class>, matrix (square, strings), pairs (list of [str, str]), series (list of number
 # lists), strs (list of str), dict:str (str -> str). "?" = may be {"na": ...}; "|null" = may be null.
 _KINDS: dict[str, dict[str, str]] = {
@@ -104,7 +105,8 @@ _REQUIRED = {"Evidence": ("collected_at", "host", "gpus"), "GpuSnapshot": ("inde
              "BenchError": ("kind", "message"), "CudaDevice": ("cuda_index", "name", "pci_bus_id")}
 _WORDS = {
     "int": ("a whole number >= 0", "不小于 0 的整数"), "sint": ("a whole number", "整数"),
-    "num": ("a finite number >= 0", "不小于 0 的有限数"), "meas": ("a number", "数字"), "bool": ("true or false", "true 或 false"),
+    "num": ("a finite number >= 0", "不小于 0 的有限数"), "meas": ("a number", "数字"),
+    "bool": ("true or false", "true 或 false"),
     "str": ("a string", "字符串"), "matrix": ("a square matrix of strings", "字符串方阵"),
     "pairs": ("a list of [string, string]", "[字符串, 字符串] 列表"),
     "series": ("a list of number lists", "数值列表的列表"), "strs": ("a list of strings", "字符串列表"),
