@@ -14,8 +14,10 @@ from gpuwise.i18n import Text
 
 __all__ = [
     "DS_CONFIG_FILE",
+    "KV_DEFAULT",
     "TRAIN_SCRIPT",
     "Env",
+    "check_serving",
     "check_training",
     "half_precision",
     "image_version",
@@ -79,6 +81,32 @@ def not_for(target: str, plan: Plan, en: str, zh: str) -> InputError:
     """The standard 'this target does not apply to this plan' error."""
     return InputError(Text(f"Cannot export '{target}' for this plan: {en}",
                            f"无法为此计划导出“{target}”：{zh}"))
+
+
+# KV cache dtypes that mean "the engine's default" (the model's own 16-bit type)
+KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
+
+
+def check_serving(target: str, tool: str, plan: Plan, kv: Sequence[str]) -> None:
+    """What every serving engine's export refuses: a training plan, a plan sized for another engine
+    (or a GGUF file), one engine spanning nodes, and a KV cache type the engine lacks (`kv`: its
+    own names for the non-default types)."""
+    if plan.training:
+        raise not_for(target, plan, f"it is a training plan (task '{plan.task}'); {tool} serves models.",
+                      f"这是训练计划（task “{plan.task}”），{tool} 只做推理服务。")
+    if plan.engine not in (None, "vllm", target) or plan.weights.startswith("gguf"):
+        engine = plan.engine or plan.weights
+        raise not_for(target, plan, f"it was sized for the '{engine}' engine, whose memory use differs. "
+                      f"Re-plan with --engine {target}.",
+                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine {target} 重新规划。")
+    if plan.tp * plan.pp > plan.gpus_per_node:
+        raise not_for(target, plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) spans nodes of "
+                      f"{plan.gpus_per_node} GPUs; gpuwise exports {tool} replicas that each fit on one node.",
+                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 {plan.gpus_per_node} 张卡的节点；"
+                      f"gpuwise 只导出每个副本位于单节点的 {tool} 方案。")
+    if plan.kv_dtype not in (*kv, *KV_DEFAULT):
+        raise not_for(target, plan, f"{tool} has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
+                      f"{tool} 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
 
 
 def zero_stage(plan: Plan) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwise.export._common import not_for, shell_join, stack_note
+from gpuwise.export._common import check_serving, shell_join, stack_note
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -18,32 +18,12 @@ __all__ = ["emit", "launch_tokens"]
 SERVE_PORT = 30000  # SGLang's default --port (fields/serving.py)
 # --kv-cache-dtype: gpuwise's fp8 is e4m3 (SGLang's choices: auto, fp8_e5m2, fp8_e4m3, bf16, ...)
 _KV = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
-_KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
-
-
-def _check(plan: Plan) -> None:
-    if plan.training:
-        raise not_for("sglang", plan, f"it is a training plan (task '{plan.task}'); SGLang serves models.",
-                      f"这是训练计划（task “{plan.task}”），SGLang 只做推理服务。")
-    if plan.engine not in (None, "vllm", "sglang") or plan.weights.startswith("gguf"):
-        engine = plan.engine or plan.weights
-        raise not_for("sglang", plan, f"it was sized for the '{engine}' engine, whose memory use differs. "
-                      "Re-plan with --engine sglang.",
-                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine sglang 重新规划。")
-    if plan.tp * plan.pp > plan.gpus_per_node:
-        raise not_for("sglang", plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) spans nodes of "
-                      f"{plan.gpus_per_node} GPUs; gpuwise exports SGLang replicas that each fit on one node.",
-                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 {plan.gpus_per_node} 张卡的节点；"
-                      "gpuwise 只导出每个副本位于单节点的 SGLang 方案。")
-    if plan.kv_dtype not in (*_KV, *_KV_DEFAULT):
-        raise not_for("sglang", plan, f"SGLang has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
-                      f"SGLang 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
 
 
 def launch_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
     """The command as a list of arguments. A node's replicas run as SGLang data parallel
     (--dp-size) unless a scheduler runs each apart (`one_engine`)."""
-    _check(plan)
+    check_serving("sglang", "SGLang", plan, tuple(_KV))
     t = ["python", "-m", "sglang.launch_server", "--model-path", plan.deploy_model, "--tp-size", str(plan.tp)]
     if plan.pp > 1:
         t += ["--pp-size", str(plan.pp)]

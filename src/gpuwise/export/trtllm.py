@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._common import not_for, shell_join, stack_note
+from gpuwise.export._common import check_serving, not_for, shell_join, stack_note
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -21,32 +21,16 @@ CONFIG_FILE = "extra-llm-api-config.yml"
 SERVE_PORT = 8000  # trtllm-serve --port default
 FREE_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default
 _KV = {"fp8": "fp8", "fp8_e4m3": "fp8"}
-_KV_DEFAULT = ("auto", "bf16", "fp16", "bfloat16", "float16")
 
 
 def _check(plan: Plan) -> None:
-    if plan.training:
-        raise not_for("trtllm", plan, f"it is a training plan (task '{plan.task}'); TensorRT-LLM serves models.",
-                      f"这是训练计划（task “{plan.task}”），TensorRT-LLM 只做推理服务。")
-    if plan.engine not in (None, "vllm", "trtllm") or plan.weights.startswith("gguf"):
-        engine = plan.engine or plan.weights
-        raise not_for("trtllm", plan, f"it was sized for the '{engine}' engine, whose memory use differs. "
-                      "Re-plan with --engine trtllm.",
-                      f"它是按“{engine}”引擎估算的，显存占用不同；请用 --engine trtllm 重新规划。")
-    if plan.tp * plan.pp > plan.gpus_per_node:
-        raise not_for("trtllm", plan, f"one engine (tensor x pipeline = {plan.tp} x {plan.pp}) spans nodes of "
-                      f"{plan.gpus_per_node} GPUs; gpuwise exports replicas that each fit on one node.",
-                      f"单个引擎（张量 × 流水线 = {plan.tp} × {plan.pp}）跨越每节点 {plan.gpus_per_node} 张卡的节点；"
-                      "gpuwise 只导出每个副本位于单节点的方案。")
+    check_serving("trtllm", "TensorRT-LLM", plan, tuple(_KV))
     if plan.cpu_offload_gb > 0:
         raise not_for("trtllm", plan, f"it keeps {plan.cpu_offload_gb:g} GiB of weights per GPU in CPU RAM; "
                       "TensorRT-LLM has no weight offload. Re-plan with more GPUs, lower-bit weights, or "
                       "--engine vllm.",
                       f"它把每卡 {plan.cpu_offload_gb:g} GiB 权重放在内存中；TensorRT-LLM 不支持权重卸载。"
                       "请增加 GPU、降低权重位数，或用 --engine vllm 重新规划。")
-    if plan.kv_dtype not in (*_KV, *_KV_DEFAULT):
-        raise not_for("trtllm", plan, f"TensorRT-LLM has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
-                      f"TensorRT-LLM 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
 
 
 def _per_engine(plan: Plan) -> int | None:
