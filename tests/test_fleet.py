@@ -176,3 +176,18 @@ def test_the_fleet_rules_file_is_checked() -> None:
     assert {m.check for m in rules.metrics} >= {"performance.mem_bw", "performance.allreduce"}
     with pytest.raises(DataError, match="suspect_below"):
         parse_rules({"schema_version": 1, "suspect_below": 5, "min_nodes": 3, "metric": []})
+
+
+@pytest.mark.parametrize("command", [["place"], ["mig"], ["submit"], ["fleet", "report"]])
+def test_a_fifo_or_nan_input_file_is_refused_never_read_forever(command: list[str], tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "input.toml"
+    os.mkfifo(fifo)  # read without the bounded reader, this would block the command forever
+    out = cli(*command, str(fifo))
+    assert out.code == 2 and "FIFO" in out.stderr
+    nan = tmp_path / "nan.toml"
+    nan.write_text("x = nan\n")
+    if command != ["fleet", "report"]:
+        out = cli(*command, str(nan))
+        assert out.code == 2 and "nan.toml" in out.stderr

@@ -20,12 +20,12 @@ much GPU memory is free. On Kubernetes a memory-aware device plugin does the sam
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import DataError, close_matches
+from gpuwise.fleet.spec_file import check_keys, read_spec
 from gpuwise.i18n import Text
 from gpuwise.units import GiB
 
@@ -62,12 +62,7 @@ def _number(origin: str, key: str, v: Any) -> float:
 
 
 def parse_job(doc: dict[str, Any], origin: str) -> JobSpec:
-    known = [f.name for f in fields(JobSpec) if f.name != "memory_source"]
-    for key in doc:
-        if key not in known:
-            near = close_matches(key, known)
-            tip = f" Did you mean '{near[0]}'?" if near else ""
-            raise _bad(origin, f"unknown key '{key}'.{tip}", f"未知的键“{key}”。{tip}")
+    check_keys(origin, "", doc, [f.name for f in fields(JobSpec) if f.name != "memory_source"], _bad)
     cmd = doc.get("command")
     if not isinstance(cmd, list) or not cmd or not all(isinstance(x, str) and x for x in cmd):
         raise _bad(origin, "command must be a non-empty list of strings, e.g. [\"python\", \"train.py\"].",
@@ -91,12 +86,7 @@ def parse_job(doc: dict[str, Any], origin: str) -> JobSpec:
 
 
 def load_job(path: Path) -> JobSpec:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(Text(f"No such file: {path}", f"文件不存在：{path}")) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _bad(str(path), f"not valid TOML: {exc}", f"不是有效的 TOML：{exc}") from exc
+    doc = read_spec(path, Text("job file", "任务文件"))
     return parse_job(doc, str(path))
 
 

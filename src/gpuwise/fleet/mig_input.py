@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from gpuwise.errors import DataError, close_matches
+from gpuwise.errors import DataError
 from gpuwise.fleet.mig_fit import ServiceSpec
+from gpuwise.fleet.spec_file import check_keys, read_spec
 from gpuwise.i18n import Text
 
 __all__ = ["MAX_SERVICES", "load_services", "parse_services"]
@@ -46,12 +46,7 @@ def _service(origin: str, i: int, row: Any) -> ServiceSpec:
     where = f"[[service]] #{i + 1}"
     if not isinstance(row, dict):
         raise _bad(origin, f"{where} is not a table.", f"{where} 不是表。")
-    known = [f.name for f in fields(ServiceSpec)]
-    for key in row:
-        if key not in known:
-            near = close_matches(key, known)
-            tip = f" Did you mean '{near[0]}'?" if near else ""
-            raise _bad(origin, f"{where}: unknown key '{key}'.{tip}", f"{where}：未知的键“{key}”。{tip}")
+    check_keys(origin, where, row, [f.name for f in fields(ServiceSpec)], _bad)
     if "model" not in row:
         raise _bad(origin, f"{where} has no model.", f"{where} 缺少 model。")
     values = {k: _value(origin, where, k, v) for k, v in row.items()}
@@ -78,10 +73,5 @@ def parse_services(doc: dict[str, Any], origin: str) -> tuple[str | None, tuple[
 
 
 def load_services(path: Path) -> tuple[str | None, tuple[ServiceSpec, ...]]:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(Text(f"No such file: {path}", f"文件不存在：{path}")) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _bad(str(path), f"not valid TOML: {exc}", f"不是有效的 TOML：{exc}") from exc
+    doc = read_spec(path, Text("services file", "服务文件"))
     return parse_services(doc, str(path))

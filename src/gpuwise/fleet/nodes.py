@@ -8,7 +8,6 @@ what `gpuwise verify --json` prints (a verdict, read as it stands). Files from S
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,9 @@ from typing import Any
 from gpuwise.errors import DataError, GpuwiseError
 from gpuwise.i18n import Text
 from gpuwise.verify.checks import STATUS_ORDER, CheckResult
+from gpuwise.verify.raw_schema import MAX_FILE_BYTES  # the size verify itself accepts: one cap
 
 __all__ = ["MAX_FILE_BYTES", "GpuLabel", "NodeResult", "load_node", "node_from_dict", "node_from_verdict"]
-
-MAX_FILE_BYTES = 16 << 20  # a raw evidence file of 8 GPUs is ~20 KB; 16 MiB is far beyond any
 
 
 @dataclass(frozen=True)
@@ -63,14 +61,16 @@ def _bad(origin: str, en: str, zh: str) -> DataError:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """Bounded, strict JSON through gpuwise.safefile (a FIFO or /dev/zero is refused, never a hang);
+    a parse failure is worded with the fleet's hint."""
+    from gpuwise.safefile import loads_json, read_bytes
+
+    raw = read_bytes(path, MAX_FILE_BYTES, Text("verify file", "verify 文件"))
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise _bad(str(path), "larger than 16 MiB: not a verify file.", "超过 16 MiB，不是 verify 文件。")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(Text(f"No such file: {path}", f"文件不存在：{path}")) from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(str(path), f"cannot be read as JSON ({exc}).", f"无法按 JSON 读取（{exc}）。") from exc
+        data = loads_json(raw, path)
+    except DataError as exc:
+        raise _bad(str(path), f"cannot be read as JSON ({exc.message.en})",
+                   f"无法按 JSON 读取（{exc.message.zh}）") from None
     if not isinstance(data, dict):
         raise _bad(str(path), "not a JSON object.", "不是 JSON 对象。")
     return data

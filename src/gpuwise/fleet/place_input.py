@@ -19,12 +19,12 @@ The stages must form one connected graph without cycles.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import DataError, close_matches
+from gpuwise.fleet.spec_file import check_keys, read_spec
 from gpuwise.i18n import Text
 
 __all__ = ["MAX_GPUS", "MAX_STAGES", "Pipeline", "StageSpec", "load_pipeline", "parse_pipeline"]
@@ -91,12 +91,7 @@ def _stage(origin: str, i: int, row: Any) -> StageSpec:
     where = f"[[stage]] #{i + 1}"
     if not isinstance(row, dict):
         raise _bad(origin, f"{where} is not a table.", f"{where} 不是表。")
-    known = [f.name for f in fields(StageSpec)]
-    for key in row:
-        if key not in known:
-            near = close_matches(key, known)
-            tip = f" Did you mean '{near[0]}'?" if near else ""
-            raise _bad(origin, f"{where}: unknown key '{key}'.{tip}", f"{where}：未知的键“{key}”。{tip}")
+    check_keys(origin, where, row, [f.name for f in fields(StageSpec)], _bad)
     for key in ("name", "kind"):
         if key not in row:
             raise _bad(origin, f"{where} has no {key}.", f"{where} 缺少 {key}。")
@@ -169,10 +164,5 @@ def parse_pipeline(doc: dict[str, Any], origin: str) -> Pipeline:
 
 
 def load_pipeline(path: Path) -> Pipeline:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(Text(f"No such file: {path}", f"文件不存在：{path}")) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _bad(str(path), f"not valid TOML: {exc}", f"不是有效的 TOML：{exc}") from exc
+    doc = read_spec(path, Text("pipeline file", "流水线文件"))
     return parse_pipeline(doc, str(path))

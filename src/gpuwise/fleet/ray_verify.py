@@ -24,14 +24,16 @@ __all__ = ["fleet_verify", "verify_here"]
 
 def verify_here(mode: str, replay: str | None) -> dict[str, Any]:
     """Runs on the node: its evidence as a dict, and the Ray node it really ran on."""
-    import json
 
     import ray
 
     from gpuwise.verify.raw import evidence_to_dict
 
     if replay is not None:
-        evidence = json.loads(Path(replay).read_text(encoding="utf-8"))
+        from gpuwise.safefile import read_json_object
+        from gpuwise.verify.raw_schema import MAX_FILE_BYTES
+
+        evidence = read_json_object(Path(replay), MAX_FILE_BYTES, "verify file")
     else:
         from gpuwise.verify.collect import collect
 
