@@ -24,6 +24,7 @@ __all__ = [
     "not_for",
     "num",
     "serve_image",
+    "serving_notes",
     "shell_join",
     "stack",
     "stack_note",
@@ -107,6 +108,18 @@ def check_serving(target: str, tool: str, plan: Plan, kv: Sequence[str]) -> None
     if plan.kv_dtype not in (*kv, *KV_DEFAULT):
         raise not_for(target, plan, f"{tool} has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
                       f"{tool} 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
+
+
+def serving_notes(plan: Plan, vllm_sized: str) -> list[str]:
+    """A serving export's comment lines: `vllm_sized` (how this engine's sizing differs) when the plan
+    was sized with vLLM's rules, the build note, then the plan's own notes."""
+    out = [n.en for n in plan.notes]
+    build = stack_note(plan)
+    if build:
+        out.insert(0, build)
+    if plan.engine == "vllm":
+        out.insert(0, vllm_sized)
+    return out
 
 
 def zero_stage(plan: Plan) -> int:

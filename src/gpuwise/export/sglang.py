@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwise.export._common import check_serving, shell_join, stack_note
+from gpuwise.export._common import check_serving, serving_notes, shell_join
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -45,13 +45,8 @@ def launch_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
 
 
 def notes(plan: Plan) -> list[str]:
-    out = [n.en for n in plan.notes]
-    build = stack_note(plan)
-    if build:
-        out.insert(0, build)
-    if plan.engine == "vllm":
-        out.insert(0, "The plan was sized with vLLM's memory rules; SGLang sizes its KV pool from "
-                   "mem_fraction_static (gpuwise estimate --engine sglang gives its figures).")
+    out = serving_notes(plan, "The plan was sized with vLLM's memory rules; SGLang sizes its KV pool from "
+                        "mem_fraction_static (gpuwise estimate --engine sglang gives its figures).")
     if plan.nodes > 1:
         out.append(f"Run this line on each of the {plan.nodes} nodes and put a load balancer in front of "
                    f"port {SERVE_PORT}.")

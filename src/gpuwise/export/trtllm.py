@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._common import check_serving, not_for, shell_join, stack_note
+from gpuwise.export._common import check_serving, not_for, serving_notes, shell_join
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -66,13 +66,8 @@ def launch_tokens(plan: Plan) -> list[str]:
 
 
 def notes(plan: Plan) -> list[str]:
-    out = [n.en for n in plan.notes]
-    build = stack_note(plan)
-    if build:
-        out.insert(0, build)
-    if plan.engine == "vllm":
-        out.insert(0, "The plan was sized with vLLM's memory rules; TensorRT-LLM gives its KV cache 0.9 of the "
-                   "memory left free (gpuwise estimate --engine trtllm gives its figures).")
+    out = serving_notes(plan, "The plan was sized with vLLM's memory rules; TensorRT-LLM gives its KV cache 0.9 "
+                        "of the memory left free (gpuwise estimate --engine trtllm gives its figures).")
     if plan.replicas_per_node > 1:
         out.append(f"Start {plan.replicas_per_node} of these per node, each on its own "
                    f"{plan.tp * plan.pp} GPUs (CUDA_VISIBLE_DEVICES) and port.")
