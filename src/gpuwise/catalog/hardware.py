@@ -30,6 +30,7 @@ FORM_FACTOR_FIELDS: dict[str, FieldSpec] = {
     "psu_sizing": FieldSpec("bool"),
     "fabric_gbps": FieldSpec("float", positive=True),
     "fabric_note": FieldSpec("str"),
+    "fabric_note_zh": FieldSpec("str"),
     "sources": FieldSpec("strlist", required=True),
     "unverified": FieldSpec("strlist"),
     "notes": FieldSpec("str"),
@@ -61,6 +62,7 @@ class FormFactor:
     psu_sizing: bool = False
     fabric_gbps: float | None = None  # per node, the platform reference design's compute fabric
     fabric_note: str = ""
+    fabric_note_zh: str = ""
     unverified: tuple[str, ...] = ()
     notes: str = ""
 
@@ -102,12 +104,13 @@ def form_factors() -> dict[str, FormFactor]:
 DEFAULT_FABRIC_GBPS = 100.0
 
 
-def node_fabric(card: Card) -> tuple[float, str]:
+def node_fabric(card: Card) -> tuple[float, Text]:
     """Gb/s per node between nodes when the user gave none, and where the figure comes from."""
     ff = form_factors().get(card.form_factor)
     if ff is not None and ff.fabric_gbps:
-        return ff.fabric_gbps, ff.fabric_note
-    return DEFAULT_FABRIC_GBPS, "one 100 Gb/s NIC per node (gpuwise's default without a reference fabric)"
+        return ff.fabric_gbps, Text(ff.fabric_note, ff.fabric_note_zh or ff.fabric_note)
+    return DEFAULT_FABRIC_GBPS, Text("one 100 Gb/s NIC per node (gpuwise's default without a reference fabric)",
+                                     "每节点一块 100 Gb/s 网卡（无参考网络时 gpuwise 的默认值）")
 
 
 def node_notes(card: Card, gpus_per_node: int) -> tuple[Text, ...]:

@@ -124,7 +124,8 @@ def _speed_lines(r: dict[str, Any], lang: Lang) -> list[str]:
         if gbps:
             out.append(("节点间网络：每节点 {g:,.0f} Gb/s（{s}；可用 --inter-node-gbps 修改）" if zh else
                         "between nodes: {g:,.0f} Gb/s per node ({s}; set --inter-node-gbps)")
-                       .format(g=gbps, s=safe(sp.get("inter_node_source") or "--inter-node-gbps")))
+                       .format(g=gbps, s=safe(sp.get("inter_node_source_zh" if zh else "inter_node_source")
+                                             or "--inter-node-gbps")))
     if cost:
         cur = cost["currency"]
         low_high = cost.get("low_high_per_hour")

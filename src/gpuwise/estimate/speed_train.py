@@ -21,6 +21,7 @@ from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
 from gpuwise.estimate.memory_train import held_share
 from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.i18n import Text
 from gpuwise.units import GB
 
 ADAPTER_TASKS = ("lora", "qlora")
@@ -35,6 +36,7 @@ class TrainSpeed:
     step_breakdown_s: dict[str, float]  # adds up to step_time_s
     communication_s: dict[str, float] = field(default_factory=dict)  # totals before overlap
     inter_node_source: str = ""  # where communication_s["inter_node_gbps"] comes from (multi-node only)
+    inter_node_source_zh: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -263,7 +265,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     """Step time, tokens/s and MFU of one optimizer step over all GPUs (micro-batch x accumulation
     x DP ranks), with the step broken into the parts that add up to it. Without inter_node_gbps the
     nodes talk over the card's platform reference fabric (data/form_factors.toml)."""
-    fabric_source = "--inter-node-gbps"
+    fabric_source = Text("--inter-node-gbps", "--inter-node-gbps")
     if not inter_node_gbps:
         inter_node_gbps, fabric_source = node_fabric(d.card)
     lay = _layout(w, d)
@@ -298,4 +300,5 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       communication_s={"dp_total": dp_total, "dp_exposed": dp_exposed,
                                        "tp_total": m * mb["tp_total"], "tp_exposed": m * mb["tp_comm"],
                                        "inter_node_gbps": float(inter_node_gbps) if d.nodes > 1 else 0.0},
-                      inter_node_source=fabric_source if d.nodes > 1 else "")
+                      inter_node_source=fabric_source.en if d.nodes > 1 else "",
+                      inter_node_source_zh=fabric_source.zh if d.nodes > 1 else "")
