@@ -308,6 +308,15 @@ def cli_cases(f: dict[str, Path]) -> Iterator[CliCase]:
         if name in f:
             yield CliCase(f"plan --emit vllm --from {name}", ("plan", "--emit", "vllm", "--from", p(name)))
     yield CliCase("plan --emit vllm --from /dev/zero", ("plan", "--emit", "vllm", "--from", "/dev/zero"))
+    # the fleet commands' own input files (services, pipeline, job, evidence)
+    for cmd in (("mig",), ("place",), ("submit",)):
+        for name in ("cards_deep.toml", "contract_nan.toml", "fifo.toml", "a_dir"):
+            if name in f:
+                yield CliCase(f"{' '.join(cmd)} {name}", (*cmd, p(name)))
+        yield CliCase(f"{' '.join(cmd)} /dev/zero", (*cmd, "/dev/zero"))
+    for name in ("raw_deep.json", "raw_bignum.json", "fifo.json", "a_dir"):
+        if name in f:
+            yield CliCase(f"fleet report {name}", ("fleet", "report", p(name)))
     # outputs
     tmp = f["a_dir"].parent
     yield CliCase("plan --save missing folder", (*PLAN, "--save", str(tmp / "missing/x/plan.json"), "--json"))
