@@ -453,8 +453,9 @@ def _price_notes(c: Any, today: Any) -> tuple[Text, ...]:
                  f"价格（{c.cost.provider}，{c.cost.as_of}）已有 {age} 天：请向服务商核实，或用 --prices FILE 提供。"),)
 
 
-def run_plan(req: PlanRequest) -> PlanOutcome:
-    """Search, rank and build the typed plans of a `gpuwise plan` request."""
+def run_plan(req: PlanRequest, *, exhaustive: bool = False) -> PlanOutcome:
+    """Search, rank and build the typed plans of a `gpuwise plan` request. `exhaustive` evaluates
+    every configuration in full (the reference the fast search is tested against)."""
     import datetime
 
     from gpuwise.plan.build import plan_from_candidate, plan_notes, quality_of
@@ -463,7 +464,7 @@ def run_plan(req: PlanRequest) -> PlanOutcome:
 
     model, w, targets, opts = plan_request_parts(req)
     cards, excluded = _plan_cards(req)
-    result = plan(model, w, cards, targets, opts, top=req.top, excluded=excluded)
+    result = plan(model, w, cards, targets, opts, top=req.top, excluded=excluded, exhaustive=exhaustive)
     choice, today = _choices(req), datetime.date.today()
     plans = tuple(plan_from_candidate(c, model, choice, result.objective.key, (reason,),
                                       plan_notes(c, NEAR_LIMIT) + _price_notes(c, today),

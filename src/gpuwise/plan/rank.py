@@ -237,7 +237,7 @@ def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: 
 
 
 def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-         top: int = 5, excluded: dict[str, Text] | None = None) -> PlanResult:
+         top: int = 5, excluded: dict[str, Text] | None = None, exhaustive: bool = False) -> PlanResult:
     """Ranked plans, a reason for every other card, and the cards that fit but have no price.
     `excluded` maps card ids left out before the search to the reason (a software stack)."""
     obj = objective_for(t.objective, t.stage, w, opts)
