@@ -75,3 +75,23 @@ def test_float8_training_is_refused_on_a_card_without_fp8() -> None:
 def test_an_escape_sequence_in_a_flag_never_reaches_the_terminal() -> None:
     proc = run("estimate", "llama-3.1-8b", "--card", "4090", "--task", "lora", "--framework", "torch\x1b[31mtune")
     assert proc.returncode == 2 and "\x1b" not in proc.stderr + proc.stdout
+
+
+def test_hf_full_fine_tuning_gains_an_fp32_master_only_once_it_is_sharded() -> None:
+    def opt(zero: int, gpus: int) -> float:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", task="full", framework="hf",
+                                          gpus=gpus, zero=zero, seq_len=1024))
+        return float(r["memory"]["optimizer"]) * gpus  # the whole job's optimizer bytes
+    params = 8.03e9
+    assert opt(0, 1) == pytest.approx(params * 4, rel=0.01)  # pure bf16: m and v at 2 bytes
+    assert opt(3, 8) == pytest.approx(params * 12, rel=0.01)  # accelerate's fp32 upcast: master + m + v
+
+
+def test_optimizer_in_backward_still_holds_the_output_projection_gradient_beside_the_loss() -> None:
+    def alloc(oib: bool) -> float:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="rtx-4090", task="full", framework="torchtune",
+                                          seq_len=2048, micro_batch=2, optimizer_in_backward=oib,
+                                          optimizer="paged-adamw8bit", compile=True))
+        return float(r["memory"]["allocated_peak"])
+    head_grad = 128256 * 4096 * 2  # vocab x hidden, bf16
+    assert alloc(True) >= 16.06e9 + head_grad  # the weights and the head's gradient at least

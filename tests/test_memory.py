@@ -120,7 +120,9 @@ def test_more_concurrency_never_needs_less_memory(a: int, b: int, ctx: int) -> N
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(["full", "lora", "pretrain"]), st.integers(1, 8), st.integers(0, 2))
 def test_a_higher_zero_stage_never_needs_more_per_gpu(task: str, gpus: int, stage: int) -> None:
-    w = Workload(task=task, seq_len=1024)  # type: ignore[arg-type]
+    # llama-factory keeps an fp32 master at every stage; plain hf full FT is pure bf16 under DDP and
+    # gains one under ZeRO/FSDP (accelerate's upcast), a precision change rather than a sharding one
+    w = Workload(task=task, seq_len=1024, framework="llama-factory")  # type: ignore[arg-type]
     lo = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=gpus, zero=stage + 1)).breakdown
     hi = estimate_memory(LLAMA, w, Deployment(card=H100, gpus=gpus, zero=stage)).breakdown
     assert lo.required - lo.component("overhead") <= hi.required - hi.component("overhead")

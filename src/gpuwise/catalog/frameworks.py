@@ -52,6 +52,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
     "master_weights": _F("str", required=True, choices=("fp32", "none")),
     "master_weights_full": _F("str", choices=("fp32", "none")),
+    "master_weights_full_sharded": _F("str", choices=("fp32", "none")),
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
@@ -91,6 +92,7 @@ class Framework:
     sources: tuple[str, ...]
     loss_chunks: int = 8
     master_weights_full: str | None = None
+    master_weights_full_sharded: str | None = None  # full FT under ZeRO/FSDP, where it differs from the above
     grad_ckpt_pretrain: str | None = None
     optimizer_full: str | None = None
     optimizer_in_backward_full: bool | None = None
@@ -107,9 +109,12 @@ class Framework:
     default_reason: str = ""
 
 
-def master_weights_for(fw: Framework, task: str) -> str:
-    """fp32 (a master copy in the optimizer) or none (pure bf16) for this task."""
+def master_weights_for(fw: Framework, task: str, sharded: bool = False) -> str:
+    """fp32 (a master copy in the optimizer) or none (pure bf16) for this task; `sharded`: under
+    ZeRO/FSDP, where a framework's launcher upcasts the trainable weights (accelerate's FSDP path)."""
     full = task in ("full", "pretrain")
+    if full and sharded and fw.master_weights_full_sharded:
+        return fw.master_weights_full_sharded
     return fw.master_weights_full if full and fw.master_weights_full else fw.master_weights
 
 

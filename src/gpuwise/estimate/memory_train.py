@@ -102,13 +102,13 @@ class Precision:
     optimizer: float  # states only
 
 
-def precision(fw: Framework, w: Workload, peft: bool) -> Precision:
+def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> Precision:
     if peft:
         param = 4.0 if fw.adapter_dtype == "fp32" else 2.0
         master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
     else:  # FSDP2 fp32 sharded params are their own master; otherwise bf16 weights + optional fp32 master
         param = 4.0 if fw.fp32_sharded_params else 2.0
-        master = 4.0 if param == 2.0 and master_weights_for(fw, w.task) == "fp32" else 0.0
+        master = 4.0 if param == 2.0 and master_weights_for(fw, w.task, sharded) == "fp32" else 0.0
     updated = 4.0 if param == 4.0 or master else 2.0  # the dtype the optimizer steps, and its states take
     # fp32 gradients where the framework accumulates them in fp32 beside an fp32 copy (Megatron's
     # main_grad) or shards fp32 params (FSDP2); a pure-bf16 full fine-tune keeps bf16 gradients
@@ -192,7 +192,7 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     split = tp * d.pp
     counts = count_params(model)
     peft = w.task in ("lora", "qlora")
-    p = precision(fw, w, peft)
+    p = precision(fw, w, peft, sharded=d.zero > 0 and dp > 1)
     base_fmt = "nf4" if w.task == "qlora" else ("bf16" if w.weights in ("auto", "fp8") else w.weights)
     trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else counts.total
     base = weight_bytes(model, base_fmt).total if peft else counts.total * p.param
@@ -221,7 +221,10 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
         per_param = weight_bytes(model, "nf4").total / counts.total if w.task == "qlora" else 2.0
         local = counts.total - counts.embedding - counts.experts * (1 - 1 / d.ep)  # EP: only this rank's experts
         gather = 2 * local / model.num_layers * per_param / tp
-    head = 0.0 if peft or w.optimizer_in_backward else model.vocab_size * model.hidden_size * p.grad / split / z2
+    # the output projection's gradient is made while the loss's tensors are alive; under optimizer-in-
+    # backward too: autograd sums its per-chunk contributions in the AccumulateGrad input buffer, and the
+    # post-accumulate-grad hook that steps and frees it fires only after the last chunk's backward
+    head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / z2
     return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head)
