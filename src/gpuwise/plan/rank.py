@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.estimate.api import CostOptions, estimate_memory
+from gpuwise.estimate.cost import job_cost
 from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
+from gpuwise.plan.fast import Prefix, SortKey, search
 from gpuwise.plan.search import Candidate, Targets, candidates, precisions
 from gpuwise.units import GiB
 
@@ -91,9 +92,6 @@ def _bucket(value: float | None) -> float:
     return math.floor(math.log(value) / math.log(TIE)) if value is not None and 0 < value < math.inf else math.inf
 
 
-SortKey = Callable[[Candidate], tuple[float, ...]]
-
-
 def sort_key(obj: Objective, stage: str | None) -> SortKey:
     """Objective first (ties within 3 %), then fewer GPUs, then speed. The validate stage puts
     one-GPU configurations first: it proves the pipeline on the cheapest machine that runs it."""
@@ -106,6 +104,23 @@ def sort_key(obj: Objective, stage: str | None) -> SortKey:
             return (*head, -_bucket(v) if v else math.inf, c.gpus_total, -_tokens_per_s(c))
         return (*head, _bucket(v), c.gpus_total, -_tokens_per_s(c))
     return key
+
+
+def key_prefix(obj: Objective, stage: str | None, opts: CostOptions) -> Prefix | None:
+    """The first items of `sort_key` from the card and the GPU count alone, for the search to
+    visit cheap configurations first; None when the objective needs the estimate (only the hourly
+    price is known before it: the offer's price x GPUs)."""
+    if obj.key != "per_hour":
+        return None
+    one_first = stage == "validate"
+    hourly: dict[tuple[str, int], float | None] = {}
+
+    def prefix(card: Card, gpus: int) -> tuple[float, ...]:
+        if (card.id, gpus) not in hourly:
+            cost = job_cost(card.id, gpus, provider=opts.provider, billing=opts.billing, offers=opts.offers)
+            hourly[card.id, gpus] = cost.per_hour if cost else None
+        return float(one_first and gpus > 1), _bucket(hourly[card.id, gpus]), gpus
+    return prefix
 
 
 @dataclass(frozen=True)
@@ -185,7 +200,7 @@ def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: O
     if passing:
         return _row(passing[0], [_versus(passing[0], winner, obj)] if winner else
                     [Text("meets the targets but ranks lower", "满足目标，但排名靠后")])
-    fitting = [c for c in tried if c.memory.fits]
+    fitting = [c for c in tried if c.fits]
     if fitting:
         best = fitting[0]
         fmts = sorted({c.workload.weights for c in fitting})
@@ -225,14 +240,18 @@ class PlanResult:
 
 
 def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-            key: SortKey) -> tuple[dict[str, list[Candidate]], int]:
+            key: SortKey, prefix: Prefix | None, exhaustive: bool) -> tuple[dict[str, list[Candidate]], int]:
+    """Each card's tried configurations, best first, and the count. `exhaustive`: every one
+    estimated in full, one by one (the reference plan.fast is tested against)."""
+    if not exhaustive:
+        return search(model, w, cards, t, opts, key, prefix)
     by_card: dict[str, list[Candidate]] = {c.id: [] for c in cards}
     evaluated = 0
     for cand in candidates(model, w, cards, t, opts):
         by_card[cand.deployment.card.id].append(cand)
         evaluated += 1
     for tried in by_card.values():
-        tried.sort(key=lambda c: (not c.ok, not c.memory.fits, key(c)))
+        tried.sort(key=lambda c: (not c.ok, not c.fits, key(c)))
     return by_card, evaluated
 
 
@@ -244,11 +263,12 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     key = sort_key(obj, t.stage)
     excluded = excluded or {}
     searched = [c for c in cards if c.id not in excluded]
-    by_card, evaluated = _search(model, w, searched, t, opts, key)
+    prefix = key_prefix(obj, t.stage, opts)
+    by_card, evaluated = _search(model, w, searched, t, opts, key, prefix, exhaustive)
     notes: tuple[Text, ...] = ()
     if t.weights == "auto" and not w.is_training and not any(x and x[0].ok for x in by_card.values()):
         low = dataclasses.replace(t, low_bit=True)
-        by_card, more = _search(model, w, searched, low, opts, key)
+        by_card, more = _search(model, w, searched, low, opts, key, prefix, exhaustive)
         evaluated += more
         tried_fmts = ", ".join(precisions(model, w, t))
         notes = (Text(f"Nothing fits the constraints at {tried_fmts}, so 4-bit weights were tried too "

@@ -4,8 +4,10 @@ fits and meets the targets. Ranking and the "why not" lines live in `plan.rank`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
@@ -71,15 +73,28 @@ class Candidate:
     memory: MemoryResult
     speed: InferSpeed | TrainSpeed | None = None  # the whole deployment's
     cost: Cost | None = None  # the whole deployment's
-    failures: tuple[Text, ...] = ()
+    unmet: tuple[Text, ...] = ()  # the targets and requirements a configuration that fits misses
     replicas: int = 1
     users: int = 1  # concurrency of the whole deployment
     nodes: int = 1  # machines the deployment needs
     reasons: tuple[Text, ...] = field(default=(), compare=False)
 
+    @functools.cached_property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @functools.cached_property
+    def failures(self) -> tuple[Text, ...]:
+        """Why it is not a plan: the memory it lacks, else every target it misses (worded here,
+        when asked: most configurations that lose are never shown)."""
+        if self.fits:
+            return self.unmet
+        short = (self.memory.breakdown.required - self.memory.usable) / GiB
+        return (Text(f"does not fit by {short:,.1f} GiB per GPU", f"每卡还差 {short:,.1f} GiB 放不下"),)
+
     @property
     def ok(self) -> bool:
-        return self.memory.fits and not self.failures
+        return self.fits and not self.unmet
 
     @property
     def gpus_total(self) -> int:
@@ -105,7 +120,30 @@ def precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ladder))
 
 
-def _serving(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[tuple[Deployment, int, int]]:
+class Shapes:
+    """The workloads and deployments of one request, each made once: `dataclasses.replace` and the
+    constructors validate every field, which costs more than the estimate's own arithmetic."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[object, ...], Any] = {}
+
+    def workload(self, w: Workload, **change: Any) -> Workload:
+        key = (id(w), *change.items())
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = dataclasses.replace(w, **change)
+        return found
+
+    def deployment(self, card: Card, **given: Any) -> Deployment:
+        key = (id(card), *given.items())
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = Deployment(card=card, **given)
+        return found
+
+
+def _serving(model: ModelArch, w: Workload, card: Card, t: Targets,
+             shapes: Shapes) -> Iterator[tuple[Deployment, int, int]]:
     """(one replica's deployment, replicas, nodes). An engine stays inside one machine; replicas
     fill machines whole, and a one-GPU form factor (a laptop) is never a cluster."""
     per_node = card.max_gpus_per_node
@@ -119,11 +157,11 @@ def _serving(model: ModelArch, w: Workload, card: Card, t: Targets) -> Iterator[
             if nodes > (1 if per_node == 1 else MAX_NODES):
                 break
             for off in offloads:
-                yield (Deployment(card=card, gpus=tp, offload=off, engine=t.engine,  # type: ignore[arg-type]
-                                  engine_version=t.engine_version), replicas, nodes)
+                yield shapes.deployment(card, gpus=tp, offload=off, engine=t.engine,
+                                        engine_version=t.engine_version), replicas, nodes
 
 
-def _training(w: Workload, card: Card, t: Targets) -> Iterator[Deployment]:
+def _training(w: Workload, card: Card, t: Targets, shapes: Shapes) -> Iterator[Deployment]:
     per_node = card.max_gpus_per_node
     offloads = ("none", "cpu") if t.allow_offload else ("none",)
     for nodes in TRAIN_NODES:
@@ -135,7 +173,7 @@ def _training(w: Workload, card: Card, t: Targets) -> Iterator[Deployment]:
                 for zero in stages:
                     if w.task == "qlora" and zero == 3:
                         continue
-                    yield Deployment(card=card, gpus=gpus, nodes=nodes, zero=zero, offload=off)  # type: ignore[arg-type]
+                    yield shapes.deployment(card, gpus=gpus, nodes=nodes, zero=zero, offload=off)
 
 
 def batch_splits(w: Workload, dp: int, t: Targets) -> Iterator[tuple[int, int]]:
@@ -216,34 +254,35 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
     mem = estimate_memory(model, w1, d)
     base = Candidate(w1, d, mem, replicas=replicas, users=users, nodes=nodes if not w.is_training else d.nodes)
     if not mem.fits:
-        short = (mem.breakdown.required - mem.usable) / GiB
-        return dataclasses.replace(base, failures=(Text(f"does not fit by {short:,.1f} GiB per GPU",
-                                                         f"每卡还差 {short:,.1f} GiB 放不下"),))
+        return base
     speed = scale_out(speed_of(model, w1, d, mem, inter_node_gbps=opts.inter_node_gbps), replicas)
     c = dataclasses.replace(base, speed=speed, cost=cost_of(d, speed, opts, replicas))
-    return dataclasses.replace(c, failures=tuple(_requirement_failures(c, t) + _target_failures(c, t)))
+    return dataclasses.replace(c, unmet=tuple(_requirement_failures(c, t) + _target_failures(c, t)))
 
 
-def _configurations(
-    model: ModelArch, w: Workload, card: Card, t: Targets
+def configurations(
+    model: ModelArch, w: Workload, card: Card, t: Targets, shapes: Shapes
 ) -> Iterator[tuple[Workload, Deployment, int, int]]:
+    """Every (workload, deployment, replicas, nodes) the search tries on `card`, in its order."""
     for fmt in precisions(model, w, t):
         for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
-            w2 = dataclasses.replace(w, weights=fmt, grad_ckpt=ckpt)
+            w2 = shapes.workload(w, weights=fmt, grad_ckpt=ckpt)
             if not w.is_training:
-                for d, replicas, nodes in _serving(model, w2, card, t):
+                for d, replicas, nodes in _serving(model, w2, card, t, shapes):
                     yield w2, d, replicas, nodes
                 continue
-            for d in _training(w2, card, t):
+            for d in _training(w2, card, t, shapes):
                 dp = d.gpus * d.nodes // ((d.tp or 1) * d.pp)
                 for micro, accum in batch_splits(w2, dp, t):
-                    yield dataclasses.replace(w2, micro_batch=micro, grad_accum=accum), d, 1, d.nodes
+                    yield shapes.workload(w2, micro_batch=micro, grad_accum=accum), d, 1, d.nodes
 
 
 def candidates(model: ModelArch, w: Workload, cards: list[Card], t: Targets,
                opts: CostOptions) -> Iterator[Candidate]:
+    """Every configuration evaluated in full, one by one: the reference `plan.fast` must match."""
+    shapes = Shapes()
     for card in cards:
-        for w2, d, replicas, nodes in _configurations(model, w, card, t):
+        for w2, d, replicas, nodes in configurations(model, w, card, t, shapes):
             try:
                 yield evaluate(model, w2, d, t, opts, replicas, nodes)
             except GpuwiseError:

@@ -1,0 +1,144 @@
+"""The search `gpuwise plan` runs: the configurations of `search.configurations`, answered as the
+exhaustive `search.candidates` answers them (tests/test_plan_equivalence.py compares the two), in
+less time:
+
+- every workload and deployment is made once per request (`search.Shapes`);
+- `check_valid`, the memory estimate and the speed estimate run once per distinct (workload,
+  deployment): two replica counts often give each engine the same number of users;
+- speed and cost run only for configurations that fit;
+- ranked by the hourly price, the configurations of a card are visited by the part of the sort
+  key known before any estimate (stage preference, price bucket, GPU count). Once a group of equal
+  prefixes holds a passing configuration, nothing after it can rank higher on that card: the rest
+  is counted but not estimated. A configuration whose estimated key does not start with the
+  predicted prefix (a cost model that came to depend on speed) turns the pruning off for its card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.cards import Card
+from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, per_replica, scale_out, speed_of
+from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.speed import InferSpeed, TrainSpeed
+from gpuwise.estimate.workload import Deployment, Workload
+from gpuwise.plan.search import Candidate, Shapes, Targets, _requirement_failures, _target_failures, configurations
+
+__all__ = ["Prefix", "SortKey", "search"]
+
+SortKey = Callable[[Candidate], tuple[float, ...]]
+# The first items of the sort key from the card and the deployment's GPU count alone (None: the
+# objective needs the estimate, so every configuration is estimated).
+Prefix = Callable[[Card, int], tuple[float, ...]]
+Config = tuple[Workload, Deployment, int, int]  # (workload, one replica's deployment, replicas, nodes)
+
+
+@dataclass
+class _Request:
+    """One request's memo: keys are the ids of the request's own workloads and deployments, which
+    `Shapes` keeps alive (and makes once each), so equal ids are equal values."""
+
+    model: ModelArch
+    t: Targets
+    opts: CostOptions
+    training: bool
+    valid: dict[tuple[int, int], bool] = field(default_factory=dict)
+    replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
+    same: dict[Workload, Workload] = field(default_factory=dict)
+    memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
+    speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
+
+    def is_valid(self, w: Workload, d: Deployment) -> bool:
+        key = (id(w), id(d))
+        found = self.valid.get(key)
+        if found is None:
+            try:
+                check_valid(self.model, w, d)
+                found = True
+            except GpuwiseError:
+                found = False  # refused as `estimate` would refuse it
+            self.valid[key] = found
+        return found
+
+    def per_replica(self, w: Workload, replicas: int) -> Workload:
+        """One engine's workload, the same object for the same value (replicas 4 and 6 of 8 users)."""
+        if self.training:
+            return w
+        key = (id(w), replicas)
+        found = self.replica.get(key)
+        if found is None:
+            one = per_replica(w, replicas)
+            found = self.replica[key] = self.same.setdefault(one, one)
+        return found
+
+    def evaluate(self, config: Config) -> Candidate:
+        """As `search.evaluate`, from the memo."""
+        w, d, replicas, nodes = config
+        w1 = self.per_replica(w, replicas)
+        key = (id(w1), id(d))
+        mem = self.memory.get(key)
+        if mem is None:
+            mem = self.memory[key] = estimate_memory(self.model, w1, d)
+        nodes = d.nodes if self.training else nodes
+        c = Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
+        if not c.fits:
+            return c
+        one = self.speed.get(key)
+        if one is None:
+            one = self.speed[key] = speed_of(self.model, w1, d, mem, inter_node_gbps=self.opts.inter_node_gbps)
+        speed = scale_out(one, replicas)
+        c = Candidate(w1, d, mem, speed, cost_of(d, speed, self.opts, replicas), replicas=replicas,
+                      users=w.concurrency, nodes=nodes)
+        unmet = _requirement_failures(c, self.t) + _target_failures(c, self.t)
+        if not unmet:
+            return c
+        return Candidate(w1, d, mem, speed, c.cost, tuple(unmet), replicas=replicas, users=w.concurrency,
+                         nodes=nodes)
+
+
+def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
+    """Best first, as the exhaustive search sorts: passing, then fitting, then by the key, ties in
+    the order the configurations were tried."""
+    tried.sort(key=lambda ic: (not ic[1].ok, not ic[1].fits, key(ic[1]), ic[0]))
+    return [c for _, c in tried]
+
+
+def _card(req: _Request, configs: list[Config], prefix: Prefix | None, card: Card,
+          key: SortKey) -> tuple[list[tuple[int, Candidate]], int]:
+    """The card's estimated configurations with their place in the search's order, and how many
+    configurations it has that `check_valid` accepts."""
+    valid = [(i, c) for i, c in enumerate(configs) if req.is_valid(c[0], c[1])]
+    if prefix is None:
+        return [(i, req.evaluate(c)) for i, c in valid], len(valid)
+    groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
+    for i, c in valid:
+        groups.setdefault(prefix(card, c[1].gpus * c[1].nodes * c[2]), []).append((i, c))
+    tried: list[tuple[int, Candidate]] = []
+    pruning = True
+    for head in sorted(groups):
+        found = [(i, req.evaluate(c)) for i, c in groups[head]]
+        tried += found
+        if any(c.fits and key(c)[:len(head)] != head for _, c in found):
+            pruning = False  # the prediction failed: estimate everything on this card
+        if pruning and any(c.ok for _, c in found):
+            break
+    return tried, len(valid)
+
+
+def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions, key: SortKey,
+           prefix: Prefix | None) -> tuple[dict[str, list[Candidate]], int]:
+    """Each card's configurations best first (those that cannot rank first on the card may be left
+    out when `prefix` is given), and how many configurations the search covered."""
+    req = _Request(model, t, opts, w.is_training)
+    shapes = Shapes()
+    found: dict[str, list[tuple[int, Candidate]]] = {}
+    evaluated = 0
+    for card in cards:
+        tried, n = _card(req, list(configurations(model, w, card, t, shapes)), prefix, card, key)
+        at = found.setdefault(card.id, [])  # a card named twice: one list, as the exhaustive search
+        at += [(len(at) + i, c) for i, c in tried]
+        evaluated += n
+    return {cid: _order(tried, key) for cid, tried in found.items()}, evaluated
