@@ -218,18 +218,21 @@ STEP_CPU_FIELDS: dict[str, FieldSpec] = {
     "engine": _F("str", required=True, choices=ENGINE_IDS),
     "from_version": _F("str", required=True),
     "per_seq_s": _F("float", required=True),
+    "per_step_s": _F("float"),
     "source": _F("str", required=True),
 }
 
 
 @dataclass(frozen=True)
 class StepCpu:
-    """CPU time per running sequence per decode step that the GPU waits for (a [[step_cpu]] row)."""
+    """CPU time per decode step that the GPU waits for (a [[step_cpu]] row): per running sequence,
+    and a fixed part beyond efficiency.toml decode_step_s (V0's Python loop around each step)."""
 
     engine: str
     from_version: str
     per_seq_s: float
     source: str
+    per_step_s: float = 0.0
 
 
 def load_step_cpu(path: Path) -> tuple[StepCpu, ...]:
@@ -239,27 +242,43 @@ def load_step_cpu(path: Path) -> tuple[StepCpu, ...]:
     for i, row in enumerate(table_rows(doc, "step_cpu", path, _TOP)):
         where = Text(f"step_cpu #{i + 1}", f"第 {i + 1} 条 step_cpu")
         values = check_row(row, STEP_CPU_FIELDS, path=path, where=where, require=True)
-        if version_key(values["from_version"]) is None or values["per_seq_s"] < 0:
-            raise data_error(path, where, "from_version must be a version and per_seq_s >= 0.",
-                             "from_version 必须是版本号，per_seq_s 不能为负。")
+        if version_key(values["from_version"]) is None or values["per_seq_s"] < 0 \
+                or values.get("per_step_s", 0.0) < 0:
+            raise data_error(path, where, "from_version must be a version and per_seq_s, per_step_s >= 0.",
+                             "from_version 必须是版本号，per_seq_s 与 per_step_s 不能为负。")
         out.append(StepCpu(**values))
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=64)
-def step_cpu_per_seq(engine: str, version: str = "") -> float:
-    """Seconds of un-overlapped CPU work per running sequence per decode step for `engine` at
-    `version` ('' = the newest row); 0 where the file has no row for the engine."""
+def step_cpu_row(engine: str, version: str = "") -> StepCpu | None:
+    """The [[step_cpu]] row for `engine` at `version` ('' = the newest row; a version older than
+    every row takes the oldest); None where the file has no row for the engine."""
     rows = sorted((r for r in load_step_cpu(SHIPPED_ENGINES) if r.engine == engine),
                   key=lambda r: version_key(r.from_version) or (0, 0, 0))
     if not rows:
-        return 0.0
+        return None
     key = version_key(version) if version else None
     if key is None:
-        return rows[-1].per_seq_s
+        return rows[-1]
     fitting = [r for r in rows if (version_key(r.from_version) or (0, 0, 0)) <= key]
-    return (fitting or rows[:1])[-1].per_seq_s
+    return (fitting or rows[:1])[-1]
+
+
+def step_cpu_per_seq(engine: str, version: str = "") -> float:
+    """Seconds of un-overlapped CPU work per running sequence per decode step for `engine` at
+    `version` ('' = the newest row); 0 where the file has no row for the engine."""
+    row = step_cpu_row(engine, version)
+    return row.per_seq_s if row else 0.0
+
+
+def step_cpu_fixed(engine: str, version: str = "") -> float:
+    """Seconds of un-overlapped CPU work per decode step, whatever the batch, beyond the
+    engine's efficiency.toml decode_step_s; 0 where the row has none."""
+    row = step_cpu_row(engine, version)
+    return row.per_step_s if row else 0.0
 
 
 __all__ = ["ENGINE_IDS", "EngineRules", "LogStyle", "PoolRule", "StepCpu", "engine_rules", "load_rules",
-           "load_step_cpu", "prefill_graph_sizes", "rules", "step_cpu_per_seq", "version_key"]
+           "load_step_cpu", "prefill_graph_sizes", "rules", "step_cpu_fixed", "step_cpu_per_seq",
+           "step_cpu_row", "version_key"]

@@ -160,6 +160,18 @@ def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> f
     return latency + 2 * (n - 1) / n * n_bytes / busbw
 
 
+def sized_allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
+    """All-reduce of a message of `n_bytes` a GPU, with the bus bandwidth NCCL reaches at that size:
+    below efficiency.toml [links] allreduce_half_rate_bytes its LL/LL128 protocols move data at
+    about half the large-message rate, so the rate is busbw x (S + ref) / (S + 2 ref). Serving's
+    per-layer all-reduces (batch x hidden x 2 bytes: 16 KB to 64 MB) sit on that slope; training's
+    gradient buckets sit on the plateau (speed_train.py keeps `allreduce_seconds`)."""
+    if n <= 1:
+        return 0.0
+    ref = float(efficiency_table()["links"]["allreduce_half_rate_bytes"])
+    return latency + 2 * (n - 1) / n * n_bytes / busbw * (1 + ref / (n_bytes + ref))
+
+
 def allgather_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
     """All-gather (or reduce-scatter) of `n_bytes` in all: (n-1)/n x bytes at bus bandwidth
     (nccl-tests PERFORMANCE.md); half an all-reduce, and never NVLS-accelerated."""

@@ -22,15 +22,15 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
-from gpuwise.catalog.engines import step_cpu_per_seq
+from gpuwise.catalog.engines import step_cpu_fixed, step_cpu_per_seq
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import (
     Rates,
-    allreduce_seconds,
     efficiency_table,
     host_memory_bandwidth,
     link_path,
+    sized_allreduce_seconds,
 )
 from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
 from gpuwise.estimate.speed_train import TrainSpeed, train_speed
@@ -166,12 +166,12 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         on_gpu = max(d.gpu_layers, 0) / model.num_layers  # the CPU layers read their KV from host RAM
         attention = kv * on_gpu / r.mem_bw + kv * (1 - on_gpu) / _offload_rate(d, mem, r)
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
-    comm = 2 * model.num_layers / d.pp * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = float(efficiency_table()["overheads"]["decode_step_s"][d.engine])
-    # CPU work the GPU waits for, per running sequence (vLLM V0's Python scheduler and output
-    # processing; data/engines.toml [[step_cpu]] by version): grows with the batch
-    cpu = step_cpu_per_seq(d.engine, d.engine_version) * batch
+    # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
+    # data/engines.toml [[step_cpu]] by version): a fixed part and one per running sequence
+    cpu = step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
     return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead,
                  cpu=cpu)
 
@@ -206,11 +206,26 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     # B prompt prefills (continuous batching interleaves them; their compute adds up).
     out = w.output_len
     throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
-    return InferSpeed(decode_tokens_per_s=1 / tpot, throughput_tokens_per_s=throughput,
-                      prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=tpot, bound=bound,
-                      step_breakdown_s={**parts, "overhead": step.overhead, "cpu": step.cpu},
+    stall = _prefill_stall(w, d, batch, prefill_tps)
+    loaded = tpot + stall  # what each user sees per output token
+    return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
+                      prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
+                      step_breakdown_s={**parts, "overhead": step.overhead, "cpu": step.cpu,
+                                        "prefill_stall": stall},
                       collective_busbw_bytes_per_s=r.allreduce if tp > 1 else 0.0,
                       collective_path=link_path(d.card, tp))
+
+
+def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
+    """Seconds each running sequence waits per output token for the other sequences' prefills: a
+    continuous-batching engine admits a new request whenever one finishes (batch / output of them
+    per step in the steady state) and runs its prompt in or beside the decode step (V0 as a
+    prefill step all decoding sequences wait for; chunked prefill inside the mixed step), so the
+    time per output token each user sees (benchmark_serving's TPOT and ITL) carries the prefills
+    of the other batch - 1 requests. A request's own prefill is its TTFT, not its TPOT."""
+    if d.engine not in POOL_ENGINES or batch <= 1:
+        return 0.0
+    return (batch - 1) * max(w.prompt_len, 1) / (max(w.output_len, 1) * prefill_tps * d.pp)
 
 
 def _bound(step: _Step) -> str:
@@ -233,7 +248,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     rate = base * r.gemm_at(precision) / r.gemm
     t = max(flops / (_peak_flops(d, precision) * rate), weights / r.mem_bw)
     msg = prompt * model.hidden_size * 2.0
-    t += 2 * model.num_layers * allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    t += 2 * model.num_layers * sized_allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
         total = weight_bytes(model, w.weights).total / tp
