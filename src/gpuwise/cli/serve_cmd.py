@@ -9,6 +9,7 @@ import typer
 from gpuwise.cli.common import LangOpt, fail, lang_of
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
+from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
 
 INSTALL_HINT = Text("Install the web extra: pip install 'gpuwise[web]'",
                     "请安装网页组件：pip install 'gpuwise[web]'")
@@ -22,12 +23,20 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on. 监听地址。")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port. 端口。", min=1, max=65535)] = 8000,
     workers: Annotated[int | None, typer.Option(
-        "--workers", help="Plan worker processes per server process (default: the cores shared out, one "
-                          "per core in all); estimates run apart, in the server process. "
-                          "每个服务进程的方案计算进程数（默认合计每核一个）。")] = None,
-    processes: Annotated[int | None, typer.Option(
-        "--processes", help="Server processes (default: one per core), each with its own plan workers. "
-                            "服务进程数（默认每核一个）。", min=1, max=64)] = None,
+        "--workers", help="Plan worker processes in all (default: one per core), warmed before the server "
+                          "answers; estimates run apart, in the server process. "
+                          "方案计算进程总数（默认每核一个）；估算在服务进程内单独运行。")] = None,
+    processes: Annotated[int, typer.Option(
+        "--processes", help="Server processes (event loops) in front of the plan workers (default 1: one "
+                            "queue for every worker; more only if one loop cannot keep up). "
+                            "服务进程数（默认 1，所有计算进程共用一个队列）。", min=1, max=64)] = 1,
+    queue_wait: Annotated[float, typer.Option(
+        "--queue-wait", help="Seconds a request may be expected to wait for a worker; past that it is "
+                             "answered 503 with Retry-After at once. 预计排队超过该秒数即返回 503。",
+        min=0.0, max=600)] = MAX_WAIT_S,
+    compute_timeout: Annotated[float, typer.Option(
+        "--compute-timeout", help="Seconds one request's work may run; past that it is 504 and its worker "
+                                  "is replaced. 单个请求的计算时限（秒）。", min=0.1, max=3600)] = COMPUTE_TIMEOUT_S,
     request_timeout: Annotated[float, typer.Option(
         "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off). "
                                   "接收完整请求的时限（秒）。", min=0.1, max=600)] = 10.0,
@@ -55,11 +64,13 @@ def serve(
 
     limits = Limits(request_timeout_s=request_timeout, per_client=per_client)
     os.environ.update(limits.to_env())  # read by the protocol in every server process
-    # One process per core by default: each serves its own connections (one event loop cannot keep
-    # up with 200 clients on a busy core) and runs its plans in its own worker, estimates apart.
-    cores = default_workers()
-    processes = processes or cores
-    os.environ["GPUWISE_SERVE_WORKERS"] = str(workers or max(1, cores // processes))
+    # One plan worker process per core by default, all behind one queue in one event loop (it
+    # parses HTTP for ~1,000 requests/s, far more than 2 cores can plan); estimates run in that
+    # process's light lane, never behind a plan. With --processes N each gets a share.
+    total = workers or default_workers()
+    os.environ.update({"GPUWISE_SERVE_WORKERS": str(max(1, total // processes)),
+                       "GPUWISE_SERVE_QUEUE_WAIT_S": str(queue_wait),
+                       "GPUWISE_SERVE_COMPUTE_TIMEOUT_S": str(compute_timeout)})
     from gpuwise.web.protocol import uvicorn_options
 
     shown = f"[{host}]" if ":" in host else host

@@ -25,17 +25,18 @@ from gpuwise.errors import (
 from gpuwise.i18n import Text
 from gpuwise.jsonable import dumps
 from gpuwise.web import calls
-from gpuwise.web.lanes import MAX_WAIT_S, Busy, Lane, TooSlow, default_workers
+from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
+from gpuwise.web.lanes import Busy, Lane, TooSlow, default_workers
 from gpuwise.web.params import Spec, UnknownParameterError
+from gpuwise.web.workers import WorkerLost
 
-COMPUTE_TIMEOUT_S = 30.0  # hub lookups make several requests of up to 10 s each (catalog/hub.py)
 LIGHT_THREADS = 4  # estimates, cards, models: milliseconds each, partly waiting on files
 
 
 def status_of(err: GpuwiseError, path: str) -> int:
     if isinstance(err, UnknownParameterError):
         return 422
-    if isinstance(err, (Busy, TooSlow)):
+    if isinstance(err, (Busy, TooSlow, WorkerLost)):
         return err.exit_code
     if isinstance(err, SourceUnavailableError):
         return 502
@@ -55,16 +56,26 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
 
 class Runner:
     """Runs requests' work in two lanes (web/lanes.py): light work in threads here, plans in
-    worker processes; results cached, identical requests in flight computed once."""
+    worker processes (warmed before the server answers); results cached, identical requests in
+    flight computed once."""
 
     def __init__(self, workers: int | None = None, timeout_s: float = COMPUTE_TIMEOUT_S, *,
                  plan_processes: bool = True, max_wait_s: float = MAX_WAIT_S) -> None:
         self.workers = workers or default_workers()
         self.timeout_s = timeout_s
-        self.light = Lane("light", LIGHT_THREADS, processes=False, max_wait_s=max_wait_s)
-        self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s)
+        self.light = Lane("light", LIGHT_THREADS, processes=False, max_wait_s=max_wait_s,
+                          warm=calls.warm_light)
+        self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s,
+                          warm=calls.warm_plans)
         self.cache = calls.ResultCache()
         self._inflight: dict[Any, asyncio.Task[Any]] = {}
+
+    async def warm(self) -> None:
+        """Every plan worker started and warm, and the light lane's caches filled."""
+        await asyncio.gather(self.heavy.warm(), self.light.warm())
+
+    def state(self) -> dict[str, Any]:
+        return {"plan": self.heavy.state(), "light": self.light.state(), "cache_entries": len(self.cache)}
 
     async def __call__(self, key: Any, fn: Callable[[], Any]) -> Any:
         """The result of `fn()` in the light lane (cached under `key` unless it is None)."""
@@ -100,9 +111,7 @@ class Runner:
         self.heavy.close()
 
 
-def plan_bytes(items: list[tuple[str, Any]]) -> bytes:
-    """The /api/plan answer as JSON bytes (run in a worker process: encoded there)."""
-    return encode(calls.plan(items))
+plan_bytes = calls.plan_bytes  # the /api/plan answer as JSON bytes, encoded in the worker process
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -162,9 +171,9 @@ def add_api(app: FastAPI, runner: Runner) -> None:
     _add_pair(app, "/api/cards", calls.cards_spec(), calls.cards, runner,
               "GPU card catalog: `gpuwise cards --json`")
 
-    @app.get("/api/health", tags=["api"], summary="Liveness and version")
+    @app.get("/api/health", tags=["api"], summary="Liveness, version and the work lanes' state")
     async def health() -> Response:
-        return json_response({"status": "ok", "version": __version__})
+        return json_response({"status": "ok", "version": __version__, "lanes": runner.state()})
 
     @app.get("/api/models", tags=["api"], summary="Model presets: `gpuwise model --list --json`")
     async def presets() -> Response:

@@ -20,7 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gpuwise import __version__
 from gpuwise.errors import GpuwiseError, InputError
 from gpuwise.i18n import Text
-from gpuwise.web.api import COMPUTE_TIMEOUT_S, Runner, add_api, json_response, status_of
+from gpuwise.web.api import Runner, add_api, json_response, status_of
+from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
 from gpuwise.web.lanes import Busy
 
 HERE = Path(__file__).resolve().parent
@@ -142,14 +143,22 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 def create_app(*, workers: int | None = None, timeout_s: float | None = None,
-               max_body: int = MAX_BODY_BYTES, plan_processes: bool = True) -> FastAPI:
+               max_body: int = MAX_BODY_BYTES, plan_processes: bool = True,
+               max_wait_s: float = MAX_WAIT_S) -> FastAPI:
     """The whole web service. `workers`: plan worker processes (default one per core);
-    `plan_processes=False` runs plans in threads instead (tests of the app alone)."""
-    runner = Runner(workers, timeout_s or COMPUTE_TIMEOUT_S, plan_processes=plan_processes)
+    `plan_processes=False` runs plans in threads instead (tests of the app alone);
+    `max_wait_s`: the expected queueing past which a request is answered 503 + Retry-After."""
+    runner = Runner(workers, timeout_s or COMPUTE_TIMEOUT_S, plan_processes=plan_processes,
+                    max_wait_s=max_wait_s)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await runner.heavy.warm()  # the server answers once its plan workers are up
+        # uvicorn listens only after this: the first request finds every plan worker warm
+        # (catalogs read, one plan computed), the light lane's caches and the page's templates.
+        from gpuwise.web.page import warm_page
+
+        await runner.warm()
+        warm_page()
         yield
         runner.close()
 
@@ -169,9 +178,24 @@ def create_app(*, workers: int | None = None, timeout_s: float | None = None,
     return app
 
 
-def app_from_env() -> FastAPI:
-    """`create_app` with the plan workers `gpuwise serve --workers` set (GPUWISE_SERVE_WORKERS)."""
+def _env_number(name: str, *, zero: bool = False) -> float | None:
+    """A finite, positive number (or zero, when allowed) from the environment; else None."""
+    import math
     import os
 
-    raw = os.environ.get("GPUWISE_SERVE_WORKERS", "")
-    return create_app(workers=int(raw) if raw.isdigit() and int(raw) > 0 else None)
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and (value > 0 or (zero and value == 0)) else None
+
+
+def app_from_env() -> FastAPI:
+    """`create_app` with what `gpuwise serve` set for every server process: plan workers
+    (GPUWISE_SERVE_WORKERS), the queue bound (GPUWISE_SERVE_QUEUE_WAIT_S) and the time limit of
+    one request's work (GPUWISE_SERVE_COMPUTE_TIMEOUT_S)."""
+    workers = _env_number("GPUWISE_SERVE_WORKERS")
+    wait = _env_number("GPUWISE_SERVE_QUEUE_WAIT_S", zero=True)
+    return create_app(workers=int(workers) if workers else None,
+                      timeout_s=_env_number("GPUWISE_SERVE_COMPUTE_TIMEOUT_S"),
+                      max_wait_s=MAX_WAIT_S if wait is None else wait)

@@ -8,6 +8,7 @@ No web framework is imported here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import tempfile
@@ -22,6 +23,7 @@ from typing import Any
 from gpuwise import service
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
+from gpuwise.jsonable import dumps
 from gpuwise.web.params import (
     MAX_CONFIG_BYTES,
     Param,
@@ -41,17 +43,20 @@ CACHE_SIZE = 512
 CACHE_TTL_S = 600.0  # user data files may change; recompute after ten minutes
 
 
+@functools.cache  # built once per process, not per request (a Spec is frozen)
 def estimate_spec() -> Spec:
     return spec_from_dataclass(service.EstimateRequest, {"src": "model", "tokens": "train_tokens"},
                                (CONFIG,))
 
 
+@functools.cache
 def plan_spec() -> Spec:
     # `tokens` is the CLI's flag for the field train_tokens.
     return spec_from_dataclass(service.PlanRequest, {"src": "model", "tokens": "train_tokens"},
                                (CONFIG, EMIT))
 
 
+@functools.cache
 def cards_spec() -> Spec:
     return spec_from_function(service.cards_json)
 
@@ -108,7 +113,7 @@ def _model_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def estimate(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str, Any]:
-    kw = parse(items, _relaxed(estimate_spec()), strict=strict)
+    kw = parse(items, _estimate_in(), strict=strict)
     with model_source(_model_kwargs(kw)) as args:
         out = service.estimate_json(service.EstimateRequest(**args))
     if kw.get("config"):  # the temporary folder means nothing to the reader
@@ -117,7 +122,7 @@ def estimate(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str,
 
 
 def plan(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str, Any]:
-    kw = parse(items, _relaxed(plan_spec()), strict=strict)
+    kw = parse(items, _plan_in(), strict=strict)
     target = kw.get("emit")
     with model_source(_model_kwargs(kw)) as args:
         req = service.PlanRequest(**args)
@@ -129,6 +134,39 @@ def _relaxed(spec: Spec) -> Spec:
     params = tuple(dataclasses.replace(p, optional=True, default=None) if p.name == "model" else p
                    for p in spec.params)
     return Spec(params, spec.aliases)
+
+
+@functools.cache
+def _estimate_in() -> Spec:
+    return _relaxed(estimate_spec())
+
+
+@functools.cache
+def _plan_in() -> Spec:
+    return _relaxed(plan_spec())
+
+
+def plan_bytes(items: list[tuple[str, Any]], strict: bool = True) -> bytes:
+    """The /api/plan answer (or the page's, `strict=False`) as JSON bytes: a plan worker process
+    runs this and encodes there, so the server only passes the bytes on."""
+    return dumps(plan(items, strict=strict)).encode("utf-8")  # strict JSON: no NaN or Infinity
+
+
+# A representative request, answered once by each worker before the server takes load: every
+# catalog (cards, prices, engines, efficiencies, presets) read and every module imported.
+WARM_PLAN = (("model", "llama-3.1-8b"), ("top", "1"))
+WARM_ESTIMATE = (("model", "llama-3.1-8b"), ("card", "H100-SXM"))
+
+
+def warm_plans() -> None:
+    """A plan worker's warm-up (module level: runs in the worker process)."""
+    plan_bytes(list(WARM_PLAN))
+
+
+def warm_light() -> None:
+    """The server process's warm-up for its light lane (estimates, cards, models)."""
+    estimate(WARM_ESTIMATE)
+    cards(())
 
 
 def cards(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
@@ -193,6 +231,9 @@ class ResultCache:
                 return None
             self._data.move_to_end(key)
             return hit[1]
+
+    def __len__(self) -> int:
+        return len(self._data)
 
     def put(self, key: Any, value: Any) -> None:
         with self._lock:

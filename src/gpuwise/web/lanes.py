@@ -3,8 +3,9 @@
 - The light lane (estimates, cards, models, verify judgements: milliseconds of work) runs in
   threads of the server process.
 - The heavy lane (plans: a search over the catalog, CPU-bound pure Python) runs in worker
-  processes, one per core by default, so that a plan never holds the server process's GIL and
-  an estimate never waits behind a plan.
+  processes (web/workers.py), one per core by default, warmed before the server answers, so
+  that a plan never holds the server process's GIL and an estimate never waits behind a plan.
+  All plans share one first-come, first-served queue in front of every worker.
 
 Admission counts work, not sockets: a lane admits a request while the queue ahead of it is
 expected to clear within `max_wait_s` (queued requests / workers x the lane's recent service
@@ -17,21 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import math
-import multiprocessing
 import os
+import pickle
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
+from gpuwise.web.defaults import MAX_WAIT_S
+from gpuwise.web.workers import Worker, WorkerPool
 
-MAX_WAIT_S = 1.0  # expected queueing before a request is refused (Retry-After instead): p99 near 2 s
 MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
 FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
-_EWMA = 0.2  # weight of the newest service time in the running mean
+_EWMA = 0.05  # weight of the newest service time in the running mean (plans vary 4x in cost)
 
 
 class Busy(GpuwiseError):
@@ -51,31 +52,32 @@ class TooSlow(GpuwiseError):
     exit_code = 504
 
 
-def _worker_start() -> None:
-    """In each plan process: load the catalogs once, before the first request."""
+def _too_slow(timeout_s: float) -> TooSlow:
+    return TooSlow(Text(f"The request took longer than {timeout_s:g} s and was stopped.",
+                        f"请求超过 {timeout_s:g} 秒，已停止。"))
+
+
+def load_catalogs() -> None:
+    """The default warm-up of a worker process: read the card catalog once."""
     from gpuwise.catalog.cards import load_cards
 
     load_cards(())
 
 
 class Lane:
-    """One pool of workers with a bounded, time-aware queue in front of it."""
+    """One pool of workers (threads, or processes) with a bounded, time-aware queue in front."""
 
     def __init__(self, name: str, workers: int, *, processes: bool, max_wait_s: float = MAX_WAIT_S,
-                 max_queue: int = MAX_QUEUE) -> None:
+                 max_queue: int = MAX_QUEUE, warm: Callable[[], None] | None = load_catalogs) -> None:
         self.name, self.workers, self.processes = name, workers, processes
-        self.max_wait_s, self.max_queue = max_wait_s, max_queue
+        self.max_wait_s, self.max_queue, self.warm_fn = max_wait_s, max_queue, warm
         self.mean_s = FIRST_GUESS_S.get(name, 0.1)
         self.waiting = 0  # admitted, not yet running
         self.running = 0
-        self._slots: asyncio.Semaphore | None = None
-        self.executor: Executor = self._new_executor()
-
-    def _new_executor(self) -> Executor:
-        if self.processes:
-            return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_worker_start)
-        return ThreadPoolExecutor(self.workers, thread_name_prefix=f"gpuwise-{self.name}")
+        self.answered = self.refused = 0
+        self._slots: asyncio.Semaphore | None = None  # threads: one per worker
+        self._pool: WorkerPool | None = None  # processes
+        self._threads = None if processes else ThreadPoolExecutor(workers, thread_name_prefix=f"gpuwise-{name}")
 
     def expected_wait_s(self) -> float:
         """How long a request admitted now would queue: the work ahead of it over the workers."""
@@ -85,18 +87,32 @@ class Lane:
     def _admit(self) -> None:
         wait = self.expected_wait_s()
         if self.waiting >= self.max_queue or (self.waiting > 0 and wait > self.max_wait_s):
+            self.refused += 1
             raise Busy(wait)
+
+    def _queue_limit_s(self) -> float:
+        return max(self.max_wait_s * 4, 10.0)  # a queue that stopped moving is refused, not waited on
+
+    def _took(self, began: float) -> None:
+        self.running -= 1
+        self.answered += 1
+        self.mean_s += _EWMA * (time.monotonic() - began - self.mean_s)
 
     async def run(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker: refused at once when the queue is full, 504 past `timeout_s`."""
         self._admit()
+        if self.processes:
+            return await self._run_in_process(timeout_s, fn, args)
+        return await self._run_in_thread(timeout_s, fn, args)
+
+    async def _run_in_thread(self, timeout_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         slots = self._slots
         if slots.locked():  # every worker busy: queue, bounded in time
             self.waiting += 1
             try:
-                await asyncio.wait_for(slots.acquire(), max(self.max_wait_s * 4, 10.0))
+                await asyncio.wait_for(slots.acquire(), self._queue_limit_s())
             except TimeoutError:
                 raise Busy(self.expected_wait_s()) from None
             finally:
@@ -107,34 +123,71 @@ class Lane:
         began = time.monotonic()
 
         def done(_: Any) -> None:  # the slot is free only when the work has really ended
-            self.running -= 1
-            self.mean_s += _EWMA * (time.monotonic() - began - self.mean_s)
+            self._took(began)
             slots.release()
 
-        try:
-            future = asyncio.wrap_future(self.executor.submit(fn, *args))
-        except (BrokenProcessPool, RuntimeError):
-            done(None)
-            self.executor = self._new_executor()  # a worker died: start a fresh pool
-            raise Busy(1.0) from None
+        if self._threads is None:
+            raise RuntimeError("a process lane has no threads")
+        future = asyncio.wrap_future(self._threads.submit(fn, *args))
         future.add_done_callback(done)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
-            raise TooSlow(Text(f"The request took longer than {timeout_s:g} s and was stopped.",
-                               f"请求超过 {timeout_s:g} 秒，已停止。")) from None
-        except BrokenProcessPool:
-            self.executor = self._new_executor()
-            raise Busy(1.0) from None
+            raise _too_slow(timeout_s) from None
+
+    async def _run_in_process(self, timeout_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        pool = self._start()
+        message = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)  # before a worker is taken
+        worker = await self._take_worker(pool)
+        self.running += 1
+        began = time.monotonic()
+        future = worker.send(message)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            pool.abandon(worker)  # killed: the work has ended; its replacement takes the next one
+            raise _too_slow(timeout_s) from None
+        finally:
+            self._took(began)
+
+    async def _take_worker(self, pool: WorkerPool) -> Worker:
+        """A free worker: at once when one is idle, else first come, first served, bounded in time."""
+        queued = not pool.free or bool(pool.waiters)
+        self.waiting += queued
+        try:
+            return await pool.take(self._queue_limit_s())
+        except TimeoutError:
+            raise Busy(self.expected_wait_s()) from None
+        finally:
+            self.waiting -= queued
+
+    def _start(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self.workers, self.warm_fn)
+        return self._pool
 
     async def warm(self) -> None:
-        """Start every worker process (spawned, catalogs loaded) before the first request."""
+        """Start every worker process and wait until each has warmed up (catalogs read, caches
+        filled), before the server accepts requests; a thread lane runs its warm-up once."""
         if self.processes:
-            jobs = [asyncio.wrap_future(self.executor.submit(time.sleep, 0.05)) for _ in range(self.workers)]
-            await asyncio.gather(*jobs)
+            await self._start().wait_ready()
+        elif self.warm_fn is not None and self._threads is not None:
+            await asyncio.wrap_future(self._threads.submit(self.warm_fn))
+
+    def state(self) -> dict[str, Any]:
+        """What /api/health reports of this lane."""
+        ready = self._pool.ready_count if self._pool else (0 if self.processes else self.workers)
+        return {"workers": self.workers, "kind": "processes" if self.processes else "threads",
+                "ready": ready, "running": self.running, "waiting": self.waiting,
+                "answered": self.answered, "refused_503": self.refused,
+                "mean_ms": round(self.mean_s * 1000, 2), "max_wait_s": self.max_wait_s,
+                "pids": self._pool.pids() if self._pool else []}
 
     def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.close()
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def default_workers() -> int:

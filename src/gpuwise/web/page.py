@@ -20,7 +20,7 @@ from gpuwise import __version__
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Lang
 from gpuwise.web import calls
-from gpuwise.web.api import Runner, _key, encode, status_of
+from gpuwise.web.api import Runner, _key, status_of
 from gpuwise.web.labels import labels, pick_page_lang
 from gpuwise.web.params import canonical
 from gpuwise.web.view import build_view, emit_configs, page_words
@@ -38,8 +38,9 @@ STAGES = ("", "validate", "stabilise", "scale")
 def _env() -> Any:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+    # Package files: compiled once, never re-read (auto_reload would stat them on every render).
     return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
-                       trim_blocks=True, lstrip_blocks=True)
+                       trim_blocks=True, lstrip_blocks=True, auto_reload=False)
 
 
 @functools.cache
@@ -84,16 +85,11 @@ def _estimate_items(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def page_plan_bytes(items: list[tuple[str, str]]) -> bytes:
-    """The page's plan as JSON bytes (module level: a plan worker process runs it)."""
-    return encode(calls.plan(items, strict=False))
-
-
 async def compute(items: list[tuple[str, str]], runner: Runner, lang: Lang,
                   L: dict[str, str]) -> dict[str, Any]:
     plan_items = [(k, v) for k, v in items if canonical(k) not in PAGE_ONLY]
     # the plan runs in the plan lane's worker processes, so the page never delays an estimate
-    plan = json.loads(await runner.plan(_key("/page/plan", plan_items), page_plan_bytes, plan_items))
+    plan = json.loads(await runner.plan(_key("/page/plan", plan_items), calls.plan_bytes, plan_items, False))
     est = None
     if any(canonical(k) == "card" and v.strip() for k, v in items):
         est_items = _estimate_items(items)
@@ -106,6 +102,13 @@ async def compute(items: list[tuple[str, str]], runner: Runner, lang: Lang,
 def _lang_links(request: Request) -> dict[str, str]:
     items = [(k, v) for k, v in request.query_params.multi_items() if k != "lang"]
     return {lang: "/?" + urlencode([*items, ("lang", lang)]) for lang in ("en", "zh")}
+
+
+def warm_page() -> None:
+    """Compile the templates and read the form's choices before the first page request."""
+    for name in ("index.html", "_result.html"):
+        _env().get_template(name)
+    _choices()
 
 
 def add_page(app: FastAPI, runner: Runner) -> None:
