@@ -126,3 +126,15 @@ def test_estimate_json_is_the_same_with_and_without_the_fast_path(args: tuple[st
     full = run(*args, extra_env={"GPUWISE_FULL_CLI": "1"})
     assert (fast.returncode, fast.stdout) == (full.returncode, full.stdout)
     assert "Traceback" not in fast.stderr
+
+
+def test_no_name_is_both_a_language_model_preset_and_a_diffusion_preset() -> None:
+    """The estimate and plan skip gpuwise.diffusion for a language-model preset name (a cold-start
+    saving): that is only right while no name, alias or short hub id answers to both."""
+    from gpuwise.catalog import presets
+    from gpuwise.diffusion.loader import _preset_index
+
+    llm = set(presets._index())
+    diffusion = set(_preset_index())
+    assert llm and diffusion
+    assert llm & diffusion == set()

@@ -6,7 +6,6 @@ exit status 2; it never shows a traceback for one.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from gpuwise.i18n import Text
@@ -70,6 +69,8 @@ class NoDeviceError(GpuwiseError):
 
 def close_matches(word: str, choices: Iterable[str], n: int = 3) -> tuple[str, ...]:
     """Names close to `word`, compared case-insensitively; original spelling returned."""
+    import difflib  # only on the way to an error message
+
     by_lower: dict[str, str] = {}
     for choice in choices:
         by_lower.setdefault(choice.lower(), choice)

@@ -6,7 +6,6 @@ call `.render(lang)` with the language picked by `pick_lang()`.
 
 from __future__ import annotations
 
-import locale
 import os
 from dataclasses import dataclass
 from typing import Literal
@@ -41,5 +40,7 @@ def pick_lang(flag: str | None = None) -> Lang:
         value = os.environ.get(var)
         if value:
             return "zh" if value.lower().startswith("zh") else "en"
+    import locale  # only here: most runs are settled by the variables above
+
     loc = locale.getlocale()[0] or ""
     return "zh" if loc.lower().startswith("zh") else "en"

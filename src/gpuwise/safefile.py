@@ -24,7 +24,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 from typing import IO, Any
 
@@ -187,6 +186,8 @@ def loads_toml(text: str | bytes, origin: Path | str, *, allow_nan: bool = False
     if isinstance(text, bytes):
         text = decode_utf8(text, origin)
     _check_shape(_TOML_STRING.sub('""', _ESCAPE.sub("", text)), origin, max_depth)
+    import tomllib  # here, not at import: a cold estimate reads its data files from the cache
+
     try:
         return tomllib.loads(text, parse_float=float if allow_nan else _finite)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:

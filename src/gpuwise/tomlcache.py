@@ -17,7 +17,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import tomllib
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +69,8 @@ def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None =
 
 
 def _plain(path: Path) -> dict[str, Any]:
+    import tomllib  # a cache hit never needs the parser
+
     with path.open("rb") as fh:
         return tomllib.load(fh)
 
