@@ -205,13 +205,24 @@ def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
     return dataclasses.replace(result, speed=run)
 
 
+def _is_diffusion(source: str) -> bool:
+    """An image or video pipeline? A language-model preset name never is (no name is both,
+    tests/test_cli.py), so naming one skips importing gpuwise.diffusion on a cold start."""
+    from gpuwise.catalog.presets import find_preset
+
+    if find_preset(source) is not None:
+        return False
+    from gpuwise.diffusion.resolve import is_diffusion_source
+
+    return is_diffusion_source(source)
+
+
 def estimate_json(req: EstimateRequest) -> dict[str, Any]:
     """The `gpuwise estimate --json` object."""
     from gpuwise.bounds import check_text
-    from gpuwise.diffusion.resolve import is_diffusion_source
 
     check_text("model", req.model)  # too long for any path or hub id: refused, never stat()ed
-    if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
+    if _is_diffusion(req.model):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_estimate_json
 
         return diffusion_estimate_json(req)
@@ -476,10 +487,9 @@ def run_plan(req: PlanRequest, *, exhaustive: bool = False) -> PlanOutcome:
 def plan_json(req: PlanRequest) -> dict[str, Any]:
     """The `gpuwise plan --json` object: ranked plans and a reason for every rejected card."""
     from gpuwise.bounds import check_text
-    from gpuwise.diffusion.resolve import is_diffusion_source
 
     check_text("model", req.model)  # too long for any path or hub id: refused, never stat()ed
-    if is_diffusion_source(req.model):  # image and video pipelines: gpuwise.diffusion
+    if _is_diffusion(req.model):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_plan_json
 
         return diffusion_plan_json(req, *_plan_cards(req))
