@@ -169,7 +169,9 @@ def vlm_estimate_json(req: Any) -> dict[str, Any]:
     from gpuwise.service import estimate_json
 
     arch = load_model(req.model, hub=req.hub)
-    vision = _vision_config(req.model)
+    top = _model_config(req.model)
+    vision = top.get("vision_config") if top else None
+    vision = vision if isinstance(vision, dict) else None
     if not arch.vision_params or vision is None:
         from gpuwise.errors import InputError
 
@@ -177,14 +179,14 @@ def vlm_estimate_json(req: Any) -> dict[str, Any]:
                               "vision-language model (or the size of an image/video model's output).",
                               f"{arch.name} 没有视觉编码器：--width/--height 用于视觉语言模型的输入图像"
                               "（或图像/视频模型的输出尺寸）。"))
-    one = image_tokens(vision, req.height, req.width)
+    one = image_tokens(vision, req.height, req.width, top)
     tokens = one.tokens * req.images
     inner = dataclasses.replace(req, context=req.context + tokens, width=None, height=None)
     out = estimate_json(inner)
     card = resolve_card(req.card, load_cards([Path(req.cards_file)] if req.cards_file else [])).card
     rates = card_rates(card)
     rate = (card.dense_tflops("bf16") or 1.0) * 1e12 * rates.prefill
-    encoder_s = vision_flops(vision, arch.vision_params, one.patches) * req.images / rate
+    encoder_s = vision_flops(vision, arch.vision_params, one.patches, one.tiles) * req.images / rate
     if out.get("speed") and "ttft_s" in out["speed"]:
         out["speed"]["ttft_s"] += encoder_s
         out["speed"]["vision_encoder_s"] = encoder_s
@@ -194,8 +196,9 @@ def vlm_estimate_json(req: Any) -> dict[str, Any]:
     return out
 
 
-def _vision_config(src: str) -> dict[str, Any] | None:
-    """The vision_config of a preset, a config.json or a model folder (None elsewhere)."""
+def _model_config(src: str) -> dict[str, Any] | None:
+    """The whole config of a preset, a config.json or a model folder (None elsewhere): InternVL keeps
+    its tiling keys (max_dynamic_patch, use_thumbnail, downsample_ratio) beside vision_config."""
     from gpuwise.catalog.presets import find_preset
 
     preset = find_preset(src)
@@ -209,5 +212,4 @@ def _vision_config(src: str) -> dict[str, Any] | None:
         from gpuwise.catalog.sources import read_config_file
 
         cfg = read_config_file(path)
-    vision = cfg.get("vision_config") if isinstance(cfg, dict) else None
-    return vision if isinstance(vision, dict) else None
+    return cfg if isinstance(cfg, dict) else None
