@@ -13,7 +13,18 @@
     calls_per_request = 1     # e.g. a reranker scores 20 passages per query
     inputs = []               # stages whose output it takes
 
-Declared stages (diffusion components) give memory_gib and seconds_per_call instead of model.
+Diffusion components (kind text_encoder / unet / vae) either name their pipeline, which gpuwise
+sizes for the workload given:
+
+    [[stage]]
+    name = "unet"
+    kind = "unet"
+    model = "flux.1-dev"      # a diffusion preset, diffusers folder or single-file checkpoint
+    width = 1024              # also height, frames (video), steps; default: the pipeline's own
+    weights = "fp8"           # the denoiser's precision; te_weights the large text encoder's
+    batch = 1                 # images (or videos) per generation
+
+or declare memory_gib and seconds_per_call (and output_bytes) instead of model.
 The stages must form one connected graph without cycles.
 """
 
@@ -47,6 +58,11 @@ class StageSpec:
     memory_gib: float | None = None  # declared stages
     seconds_per_call: float | None = None  # declared stages
     output_bytes: int | None = None  # bytes one call hands downstream (default: by kind)
+    width: int | None = None  # diffusion components: the workload (default: the pipeline's)
+    height: int | None = None
+    frames: int | None = None
+    steps: int | None = None
+    te_weights: str = "auto"  # diffusion: the large text encoder's precision
 
 
 @dataclass(frozen=True)
@@ -66,7 +82,8 @@ def _bad(origin: str, en: str, zh: str) -> DataError:
 
 
 _INTS = {"tokens": (1, 1 << 20), "output_tokens": (1, 1 << 20), "batch": (1, 4096), "calls_per_request": (1, 10_000),
-         "output_bytes": (0, 1 << 40)}
+         "output_bytes": (0, 1 << 40), "width": (64, 8192), "height": (64, 8192), "frames": (1, 1025),
+         "steps": (1, 1000)}  # the diffusion bounds: gpuwise.diffusion.job.BOUNDS
 _FLOATS = {"memory_gib": (0.001, 10_000.0), "seconds_per_call": (1e-6, 86_400.0)}
 
 

@@ -71,6 +71,7 @@ def placement_dict(p: Placement) -> dict[str, Any]:
         "stages": [{"name": c.spec.name, "kind": c.kind.id, "model": c.spec.model,
                     "gpus": list(p.gpu_of[c.spec.name]),
                     "memory_gib": round(c.memory_bytes / GiB, 2), "calls_per_s_alone": round(c.calls_per_s, 3),
+                    "seconds_per_call": round(c.seconds_per_call, 6),
                     "calls_per_request": c.spec.calls_per_request, "source": c.source} for c in p.costs],
         "per_gpu": [{"gpu": g, "stages": [c.spec.name for c in p.on(g)], "memory_gib": round(p.memory(g) / GiB, 2),
                      "busy_seconds_per_request": round(p.busy_seconds(g), 6)} for g in range(p.gpus)],

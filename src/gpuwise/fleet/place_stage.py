@@ -2,8 +2,10 @@
 
 generate: gpuwise's estimate at `batch` concurrent calls; one call takes ttft + output x tpot,
 so the GPU finishes batch / (ttft + output x tpot) calls a second. encode (embedders,
-rerankers): prefill only, tokens per call / prefill tokens per second. declared: the
-pipeline file's own figures (diffusion components until gpuwise estimates them).
+rerankers): prefill only, tokens per call / prefill tokens per second. Diffusion components
+(text_encoder, unet, vae) that name their pipeline: that part of gpuwise's diffusion estimate
+(gpuwise.diffusion.split), one call being one image or video; without a model, the pipeline
+file's own declared figures.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from gpuwise.errors import DataError, InputError, unknown_name
 from gpuwise.fleet.place_input import StageSpec
@@ -73,11 +75,47 @@ def _declared(s: StageSpec, kind: Kind) -> StageCost:
     return StageCost(s, kind, s.memory_gib * GiB, s.seconds_per_call, out, "declared", s.model)
 
 
+# The diffusion role each ComfyUI component kind loads (data/fleet_place.toml [[kind]] ids).
+_DIFFUSION_ROLE: dict[str, Literal["text_encoder", "denoiser", "vae"]] = {
+    "text_encoder": "text_encoder", "unet": "denoiser", "vae": "vae"}
+
+
+def _diffusion(s: StageSpec, kind: Kind, card: Any) -> StageCost:
+    """A diffusion component sized by gpuwise: its part of the pipeline's estimate for the workload."""
+    from gpuwise.diffusion.job import ImageJob
+    from gpuwise.diffusion.resolve import is_diffusion_source, load_diffusion
+    from gpuwise.diffusion.split import split_pipeline
+
+    model_src = s.model or ""
+    if s.memory_gib is not None or s.seconds_per_call is not None:
+        raise InputError(Text(f"Stage '{s.name}' names a model and declares memory_gib/seconds_per_call: give one "
+                              "or the other.",
+                              f"阶段“{s.name}”既给了 model 又声明了 memory_gib/seconds_per_call：二者只能选一。"))
+    if not is_diffusion_source(model_src):
+        raise InputError(Text(f"Stage '{s.name}' ({kind.id}) needs an image or video pipeline as its model; "
+                              f"'{model_src}' is not one.",
+                              f"阶段“{s.name}”（{kind.id}）的 model 须为图像或视频流水线；“{model_src}”不是。"),
+                         hint=Text("Image and video presets include flux.1-dev, sdxl and wan2.1-t2v-14b "
+                                   "(`gpuwise model NAME`).",
+                                   "图像/视频预设有 flux.1-dev、sdxl、wan2.1-t2v-14b 等（`gpuwise model 名称`）。"))
+    model = load_diffusion(model_src)
+    d = model.defaults
+    job = ImageJob(width=s.width or d.width, height=s.height or d.height, frames=s.frames or d.frames,
+                   batch=s.batch, steps=s.steps or d.steps, guidance=d.guidance, weights=s.weights,
+                   te_weights=s.te_weights)
+    part = split_pipeline(model, job, card)[_DIFFUSION_ROLE[kind.id]]
+    out = float(s.output_bytes if s.output_bytes is not None else part.output_bytes / job.batch)
+    return StageCost(s, kind, float(part.memory_bytes), part.seconds / job.batch, out, "estimate",
+                     s.checkpoint or model.hf_id or model_src)
+
+
 def stage_cost(s: StageSpec, card: Any) -> StageCost:
     table = kinds()
     if s.kind not in table:
         raise unknown_name(Text("stage kind", "阶段类型"), s.kind, table, "gpuwise place --help")
     kind = table[s.kind]
+    if kind.estimate == "declared" and s.model is not None and kind.id in _DIFFUSION_ROLE:
+        return _diffusion(s, kind, card)
     if kind.estimate == "declared":
         return _declared(s, kind)
     if s.model is None:
