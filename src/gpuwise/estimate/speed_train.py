@@ -20,6 +20,7 @@ from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
 from gpuwise.estimate.memory_train import held_share
+from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
 from gpuwise.units import GB
@@ -222,9 +223,12 @@ def _dp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     trainable = _trainable(model, w) / (lay.tp * lay.pp)
     nic = inter_node_gbps / 8 * GB
     nodes = max(1, lay.dp // lay.dp_local)
-    if d.zero == 3 and w.task not in ADAPTER_TASKS:
+    if d.zero == 3:
         p = count_params(model)  # EP: a rank gathers only its own experts (over the ranks that share them)
-        weights = (p.total - p.experts * (1 - 1 / d.ep)) / (lay.tp * lay.pp) * 2.0
+        # the base is sharded even when frozen (LoRA under FSDP): gathered for forward and backward in
+        # the dtype it is stored in (bf16; QLoRA's packed NF4 with its scales, as memory_train's gather)
+        per_param = weight_bytes(model, "nf4").total / p.total if w.task == "qlora" else 2.0
+        weights = (p.total - p.experts * (1 - 1 / d.ep)) / (lay.tp * lay.pp) * per_param
         local = 2 * allgather_seconds(weights, lay.dp_local, r.link_busbw, r.link_latency) \
             + allgather_seconds(trainable * grad_bytes, lay.dp_local, r.link_busbw, r.link_latency)
         inter = (nodes - 1) / nodes * (2 * weights + trainable * grad_bytes) / nic
