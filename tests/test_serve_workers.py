@@ -1,0 +1,149 @@
+"""`gpuwise serve`'s worker model, tested on a real server on loopback: one warm plan worker
+process per core by default, estimates answered while every plan worker is stopped, a queue
+bound answered 503 + Retry-After at once, a plan past its time limit 504 with its worker
+replaced, workers that never outlive their server. A plan worker is held busy by stopping it
+(SIGSTOP), so no test depends on how long a plan takes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+from benchmarks.load_test import own_server
+
+from gpuwise.web.lanes import Lane
+
+POLL_S = 60.0  # the most any wait for a server's state may take (a busy 2-core machine)
+
+
+def _health(c: Any) -> dict[str, Any]:
+    lanes: dict[str, Any] = c.get("/api/health").json()["lanes"]
+    return lanes
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + POLL_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen within {POLL_S:g} s: {what}")
+        time.sleep(0.05)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture()
+def server(request: pytest.FixtureRequest) -> Iterator[tuple[Any, int]]:
+    """A server with the test's flags (`@pytest.mark.parametrize("server", [(...)], indirect=True)`):
+    an httpx client on it and the server's pid."""
+    args: tuple[str, ...] = getattr(request, "param", ())
+    with own_server(args) as (port, pid), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=POLL_S) as c:
+        yield c, pid
+
+
+class Background:
+    """One request sent from a thread; `.response` once answered."""
+
+    def __init__(self, c: Any, url: str) -> None:
+        self.response: Any = None
+        self._thread = threading.Thread(target=self._go, args=(str(c.base_url), url), daemon=True)
+        self._thread.start()
+
+    def _go(self, base: str, url: str) -> None:
+        with httpx.Client(base_url=base, timeout=POLL_S * 2) as own:
+            self.response = own.get(url)
+
+    def result(self) -> Any:
+        self._thread.join(POLL_S * 2)
+        return self.response
+
+
+PLAN = "/api/plan?model=qwen3-0.6b&top=1&context="
+
+
+def test_the_server_starts_one_warm_plan_worker_process_per_core_by_default(server: tuple[Any, int]) -> None:
+    c, pid = server
+    plan = _health(c)["plan"]
+    cores = len(os.sched_getaffinity(0))
+    assert (plan["kind"], plan["workers"], plan["ready"], len(plan["pids"])) == ("processes", cores, cores, cores)
+    children = {int(x) for task in Path(f"/proc/{pid}/task").iterdir() for x in (task / "children").read_text().split()}
+    assert set(plan["pids"]) <= children  # processes of the server itself, warm before it answered
+    assert c.get(PLAN + "4096").status_code == 200
+
+
+@pytest.mark.parametrize("server", [("--workers", "1", "--queue-wait", "0")], indirect=True)
+def test_an_estimate_is_answered_while_the_only_plan_worker_is_stopped_and_a_full_queue_is_503(
+        server: tuple[Any, int]) -> None:
+    c, _ = server
+    worker = _health(c)["plan"]["pids"][0]
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        running = Background(c, PLAN + "5000")
+        _until(lambda: _health(c)["plan"]["running"] == 1, "the first plan on the stopped worker")
+        queued = Background(c, PLAN + "5001")
+        _until(lambda: _health(c)["plan"]["waiting"] == 1, "the second plan queued")
+        estimate = c.get("/api/estimate", params={"model": "qwen3-0.6b", "card": "H100-SXM", "context": 5002})
+        refused = c.get(PLAN + "5003")  # a queue already past --queue-wait 0: refused at once
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    assert estimate.status_code == 200 and estimate.json()["fits"] in (True, False)
+    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+    body = refused.json()
+    assert body["error"] == "Busy" and body["message"] and body["message_zh"]
+    assert refused.headers["content-security-policy"]
+    assert running.result().status_code == 200 and queued.result().status_code == 200
+
+
+@pytest.mark.parametrize("server", [("--workers", "1", "--compute-timeout", "2")], indirect=True)
+def test_a_plan_past_the_compute_timeout_is_504_and_its_worker_is_replaced_by_a_warm_one(
+        server: tuple[Any, int]) -> None:
+    c, _ = server
+    worker = _health(c)["plan"]["pids"][0]
+    os.kill(worker, signal.SIGSTOP)  # never answers: the server must give up on it
+    late = c.get(PLAN + "6000")
+    assert late.status_code == 504 and late.json()["error"] == "TooSlow" and late.json()["message_zh"]
+    _until(lambda: _gone(worker), "the stopped worker killed")
+    _until(lambda: _health(c)["plan"]["ready"] == 1, "a replacement worker warm")
+    assert _health(c)["plan"]["pids"] != [worker]
+    assert c.get(PLAN + "6001").status_code == 200
+
+
+@pytest.mark.parametrize("server", [("--workers", "2",)], indirect=True)
+def test_plan_workers_exit_when_their_server_is_killed(server: tuple[Any, int]) -> None:
+    c, pid = server
+    workers = _health(c)["plan"]["pids"]
+    assert len(workers) == 2
+    os.kill(pid, signal.SIGKILL)  # no shutdown code runs: the workers see their pipe close
+    _until(lambda: all(_gone(w) for w in workers), f"plan workers {workers} exited")
+
+
+def test_calls_waiting_for_a_worker_process_are_answered_first_come_first_served() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        lane = Lane("heavy", 1, processes=True, warm=None)
+        await lane.warm()
+        order: list[str] = []
+        jobs = [asyncio.ensure_future(lane.run(60, str, n)) for n in range(6)]
+        for job in jobs:
+            job.add_done_callback(lambda j: order.append(j.result()))
+        answers = list(await asyncio.gather(*jobs))
+        lane.close()
+        return order, answers
+
+    order, answers = asyncio.run(scenario())
+    assert order == answers == ["0", "1", "2", "3", "4", "5"]
