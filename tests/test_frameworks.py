@@ -95,3 +95,16 @@ def test_optimizer_in_backward_still_holds_the_output_projection_gradient_beside
         return float(r["memory"]["allocated_peak"])
     head_grad = 128256 * 4096 * 2  # vocab x hidden, bf16
     assert alloc(True) >= 16.06e9 + head_grad  # the weights and the head's gradient at least
+
+
+def test_torchtitan_under_pipeline_parallelism_keeps_each_stage_unsharded() -> None:
+    kw: dict[str, object] = {"model": "llama-3.1-70b", "card": "h100-sxm", "task": "pretrain",
+                             "framework": "torchtitan", "gpus": 8, "nodes": 4, "tp": 4, "zero": 3, "seq_len": 4096,
+                             "grad_accum": 8}
+    piped = estimate_json(EstimateRequest(pp=4, **kw))["memory"]  # type: ignore[arg-type]
+    flat = estimate_json(EstimateRequest(pp=1, **kw))["memory"]  # type: ignore[arg-type]
+    stage = 70.6e9 / (4 * 4)  # parameters per GPU before FSDP: TP 4 x PP 4
+    items = {i["name"]: i["bytes"] for i in piped["items"]}
+    assert items["zero3_gather"] >= 0.9 * stage * 2  # bf16, the whole stage, not two layers
+    assert items["gradients"] >= 0.9 * stage * 4  # fp32, unsharded until the last micro-batch
+    assert {i["name"]: i["bytes"] for i in flat["items"]}["zero3_gather"] < items["zero3_gather"] / 5

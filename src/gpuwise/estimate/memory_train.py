@@ -221,6 +221,9 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
         per_param = weight_bytes(model, "nf4").total / counts.total if w.task == "qlora" else 2.0
         local = counts.total - counts.embedding - counts.experts * (1 - 1 / d.ep)  # EP: only this rank's experts
         gather = 2 * local / model.num_layers * per_param / tp
+        if fw.pp_unsharded_fsdp and d.pp > 1 and dp > 1:  # the stage's whole share stays unsharded, and
+            gather = local / d.pp * per_param / tp  # so do the gradients it accumulates over micro-batches
+            grads = trainable * held(1) if w.grad_accum > 1 and not peft else grads
     # the output projection's gradient is made while the loss's tensors are alive; under optimizer-in-
     # backward too: autograd sums its per-chunk contributions in the AccumulateGrad input buffer, and the
     # post-accumulate-grad hook that steps and frees it fires only after the last chunk's backward
