@@ -11,10 +11,10 @@ from typing import Any
 
 from gpuwise.catalog.cards import load_cards, resolve_card
 from gpuwise.catalog.prices import load_prices
-from gpuwise.catalog.sources import load_model
+from gpuwise.catalog.sources import HUBS, Hub, load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
-from gpuwise.estimate.workload import LORA_TARGETS, Deployment, Workload
+from gpuwise.estimate.workload import ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
 from gpuwise.i18n import Text
 
 
@@ -95,10 +95,8 @@ class EstimateRequest:
         return tuple(f.name for f in fields(cls))
 
 
-def _check_hub(hub: str) -> None:
-    if hub not in ("auto", "hf", "modelscope"):
-        raise InputError(Text(f"--hub must be auto, hf or modelscope; got '{hub}'.",
-                              f"--hub 只能是 auto、hf 或 modelscope，实际为“{hub}”。"))
+def _hub(hub: str) -> Hub:
+    return choose(hub, HUBS, "--hub")
 
 
 def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict[str, Any]:
@@ -131,24 +129,25 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
     from gpuwise.bounds import check_layers, check_request
 
     check_request(req)  # every number within its bound (gpuwise.bounds), tp x pp within the GPUs
-    _check_hub(req.hub)
+    hub = _hub(req.hub)
     catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
     resolved = resolve_card(req.card, catalog)
-    model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
+    model = load_model(req.model, hub=hub)
     check_layers(req.pp, model.num_layers, model.name)
     targets = tuple(t.strip() for t in req.lora_targets.split(",") if t.strip())
     if targets == ("all",) or targets == ("all-linear",):
         targets = LORA_TARGETS
-    w = Workload(task=req.task, weights=req.weights, kv_dtype=req.kv_dtype,  # type: ignore[arg-type]
+    w = Workload(task=choose(req.task, TASKS, "--task"), weights=req.weights, kv_dtype=req.kv_dtype,
                  context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
                  max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
                  seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
                  tp_overlap=req.tp_overlap, **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
-    d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp, engine=req.engine,  # type: ignore[arg-type]
+    d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp,
+                   engine=choose(req.engine, ENGINES, "--engine"),
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
-                   offload=req.offload, cpu_offload_gib=req.cpu_offload_gb,  # type: ignore[arg-type]
+                   offload=choose(req.offload, OFFLOADS, "--offload"), cpu_offload_gib=req.cpu_offload_gb,
                    gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
                    engine_version=req.engine_version, mem_fraction=req.mem_fraction,
                    cpu_mem_bw_gbps=req.cpu_mem_bw, ep=req.ep,
@@ -400,8 +399,8 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
         from gpuwise.catalog.engines import engine_rules
 
         engine_rules(req.engine, req.engine_version)  # an unknown engine or version is a message now
-    model = load_model(req.model, hub=req.hub)  # type: ignore[arg-type]
-    w = Workload(task=req.task, kv_dtype=req.kv_dtype, context=req.context,  # type: ignore[arg-type]
+    model = load_model(req.model, hub=_hub(req.hub))
+    w = Workload(task=choose(req.task, TASKS, "--task"), kv_dtype=req.kv_dtype, context=req.context,
                  concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum or 1,
                  lora_rank=req.lora_rank,
@@ -505,16 +504,14 @@ def model_json(src: str, hub: str = "auto", revision: str | None = None) -> dict
     """The `gpuwise model --json` object (documented in docs/json.md)."""
     from gpuwise.bounds import check_text
     from gpuwise.catalog.params import count_params
-    from gpuwise.diffusion.resolve import is_diffusion_source
 
     check_text("model", src)  # a name too long for any path or hub id is refused, never stat()ed
-    if hub == "auto" and is_diffusion_source(src):  # image and video pipelines: gpuwise.diffusion
+    if hub == "auto" and _is_diffusion(src):  # image and video pipelines: gpuwise.diffusion
         from gpuwise.diffusion.service import diffusion_model_json
 
         return diffusion_model_json(src)
 
-    _check_hub(hub)
-    m = load_model(src, hub=hub, revision=revision)  # type: ignore[arg-type]
+    m = load_model(src, hub=_hub(hub), revision=revision)
     p = count_params(m)
     return {
         "schema_version": 1, "name": m.name, "model_type": m.model_type, "source": m.source,

@@ -17,6 +17,7 @@ from gpuwise.i18n import Text
 from gpuwise.textsafe import clean_text
 
 Hub = Literal["auto", "hf", "modelscope"]
+HUBS: tuple[Hub, ...] = ("auto", "hf", "modelscope")
 _BARE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bBmMtT])\s*$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 MAX_CONFIG_BYTES = 4 * 2**20  # a real config.json is a few KiB

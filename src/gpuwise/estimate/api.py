@@ -142,10 +142,11 @@ def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
 def training_limits(model: ModelArch, w: Workload, d: Deployment) -> dict[str, int | None]:
     """The largest micro-batch at this sequence length, and the longest sequence at this
     micro-batch, that fit (memory only grows with either; a dozen estimates each)."""
-    def fits(**change: int) -> bool:
-        return estimate_memory(model, dataclasses.replace(w, **change), d).fits  # type: ignore[arg-type]
-    return {"max_micro_batch": _largest(lambda n: fits(micro_batch=n), 1, 4096),
-            "max_seq_len": _largest(lambda n: fits(seq_len=n), 128, max(128, model.max_context))}
+    def fits(changed: Workload) -> bool:
+        return estimate_memory(model, changed, d).fits
+    return {"max_micro_batch": _largest(lambda n: fits(dataclasses.replace(w, micro_batch=n)), 1, 4096),
+            "max_seq_len": _largest(lambda n: fits(dataclasses.replace(w, seq_len=n)), 128,
+                                    max(128, model.max_context))}
 
 
 def _margin(e: Estimate) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
@@ -50,15 +51,15 @@ class Range:
 Cells = Mapping[tuple[str, str], Cell]
 
 
-def _cell(raw: dict[str, object]) -> Cell:
-    q_low, q_high = float(raw["q_low"]), float(raw["q_high"])  # type: ignore[arg-type]
+def _cell(raw: Mapping[str, Any]) -> Cell:
+    q_low, q_high = float(raw["q_low"]), float(raw["q_high"])
     if not (math.isfinite(q_low) and math.isfinite(q_high) and q_low <= 0 <= q_high):
         raise ValueError(f"intervals.toml: {raw['group']}/{raw['regime']} must have q_low <= 0 <= q_high")
-    return Cell(str(raw["group"]), str(raw["regime"]), q_low, q_high, tuple(raw.get("rows", ())))  # type: ignore[arg-type]
+    return Cell(str(raw["group"]), str(raw["regime"]), q_low, q_high, tuple(str(r) for r in raw.get("rows", ())))
 
 
-def parse_cells(data: Mapping[str, object]) -> dict[tuple[str, str], Cell]:
-    cells = [_cell(raw) for raw in data.get("cell", [])]  # type: ignore[attr-defined]
+def parse_cells(data: Mapping[str, Any]) -> dict[tuple[str, str], Cell]:
+    cells = [_cell(raw) for raw in data.get("cell", [])]
     return {(c.group, c.regime): c for c in cells}
 
 

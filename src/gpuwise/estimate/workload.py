@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from gpuwise.catalog.cards import Card
 from gpuwise.catalog.frameworks import LOSSES, OPTIMIZERS, is_grad_ckpt
@@ -21,6 +21,7 @@ ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp", "sglang", "tr
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 MAX_TOKENS = 1 << 27
+C = TypeVar("C", bound=str)
 
 
 def _check(ok: bool, en: str, zh: str) -> None:
@@ -28,9 +29,12 @@ def _check(ok: bool, en: str, zh: str) -> None:
         raise InputError(Text(en, zh))
 
 
-def _choice(value: str, choices: tuple[str, ...], flag: str) -> None:
+def choose(value: str, choices: tuple[C, ...], flag: str) -> C:
+    """`value` as one of the closed `choices` (typed as them), or an error that lists them."""
     _check(value in choices, f"{flag} must be one of {', '.join(choices)}; got '{value}'.",
-           f"{flag} 只能是 {', '.join(choices)} 之一，实际为“{value}”。")
+           f"{flag} 只能是 {'、'.join(choices)} 之一，实际为“{value}”。")
+    return choices[choices.index(value)]  # the element itself, so typed as the choices
+
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,12 @@ class Workload:
     framework_defaults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _choice(self.task, TASKS, "--task")
-        _choice(self.optimizer, OPTIMIZERS, "--optimizer")
+        choose(self.task, TASKS, "--task")
+        choose(self.optimizer, OPTIMIZERS, "--optimizer")
         _check(is_grad_ckpt(self.grad_ckpt),
                f"--grad-ckpt must be none, full, selective, op-sac or every-N; got '{self.grad_ckpt}'.",
                f"--grad-ckpt 只能是 none、full、selective、op-sac 或 every-N，实际为“{self.grad_ckpt}”。")
-        _choice(self.loss, LOSSES, "--loss")
+        choose(self.loss, LOSSES, "--loss")
         for flag, value in (("--context", self.context), ("--concurrency", self.concurrency),
                             ("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch),
                             ("--grad-accum", self.grad_accum),
@@ -131,8 +135,8 @@ class Deployment:
     virtual_stages: int = 1  # training: model chunks per pipeline stage (interleaved 1F1B)
 
     def __post_init__(self) -> None:
-        _choice(self.engine, ENGINES, "--engine")
-        _choice(self.offload, OFFLOADS, "--offload")
+        choose(self.engine, ENGINES, "--engine")
+        choose(self.offload, OFFLOADS, "--offload")
         _check(1 <= self.gpus <= 4096, f"--gpus must be between 1 and 4096; got {self.gpus}.",
                f"--gpus 必须在 1 到 4096 之间，实际为 {self.gpus}。")
         _check(0 <= self.tp <= self.gpus and self.pp >= 1,

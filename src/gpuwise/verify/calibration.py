@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.errors import DataError, GpuwiseError, InputError
+from gpuwise.errors import DataError, InputError
 from gpuwise.i18n import Text
 from gpuwise.units import GB, TERA
 from gpuwise.verify.nvml import is_na
@@ -149,13 +149,13 @@ def _refuse_crashed(ev: Evidence, path: str) -> None:
 def _own_card(ev: Evidence, path: str) -> Card:
     from gpuwise.verify.judge import find_card
 
-    card = find_card(ev.gpus[0].name)
+    card: Card | None = find_card(ev.gpus[0].name)
     if card is None:
         raise InputError(Text(f"{path} was measured on '{ev.gpus[0].name}', which is not in the card catalog.",
                               f"{path} 的实测显卡“{ev.gpus[0].name}”不在显卡目录中。"),
                          hint=Text("Run `gpuwise cards` to list the known cards.",
                                    "运行 `gpuwise cards` 查看已知显卡。"))
-    return card  # type: ignore[no-any-return]
+    return card
 
 
 # ------------------------------------------------------------------ same card
@@ -259,10 +259,12 @@ def _band(key: str) -> float:
 def _dense_flops(card: Card, precision: str) -> float | None:
     """The highest dense datasheet rate a matmul of `precision` may reach; fp16 may accumulate
     in fp16 (torch allows reduced-precision reductions), twice the rate on GeForce."""
-    try:
-        rates = [card.dense_tflops(precision)]  # type: ignore[arg-type]
-    except GpuwiseError:
+    from gpuwise.catalog.cards import PRECISIONS
+
+    typed = next((p for p in PRECISIONS if p == precision), None)  # a precision the catalog rates
+    if typed is None:
         return None
+    rates = [card.dense_tflops(typed)]
     if precision == "fp16":
         rates.append(card.fp16_fp16acc_dense_tflops)
     known = [r for r in rates if r]

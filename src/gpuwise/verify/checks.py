@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -81,11 +82,11 @@ def incomplete(name: str, why: Text, unit: str = "") -> CheckResult:
     return CheckResult(name, "incomplete", None, None, unit, why)
 
 
-def worst(statuses: list[str]) -> Status:
+def worst(statuses: Sequence[Status]) -> Status:
     if not statuses:
         return "pass"
     top = max(statuses, key=lambda s: STATUS_ORDER[s])
-    return "pass" if top == "skipped" else top  # type: ignore[return-value]
+    return "pass" if top == "skipped" else top
 
 
 def ratio_status(ratio: float, pass_ratio: float, fail_ratio: float) -> Status:

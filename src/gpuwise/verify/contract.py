@@ -100,7 +100,7 @@ def _check_value(origin: str, key: str, value: Any) -> Any:
         example = "550.54.15" if key == "driver_min" else "12.4"
         raise _bad(origin, Text(f"'{key}' = {value!r} is not a version like \"{example}\".",
                                 f"“{key}” = {value!r} 不是形如“{example}”的版本号。"))
-    return float(value) if allowed == (int, float) else value  # type: ignore[arg-type]
+    return float(value) if allowed == (int, float) and isinstance(value, (int, float)) else value
 
 
 def parse_contract(data: dict[str, Any], origin: str = "contract") -> Contract:

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 from gpuwise.i18n import Text
 
 if TYPE_CHECKING:
-    from gpuwise.verify.doctor import Finding, Probe
+    from gpuwise.verify.doctor import Finding, Probe, Severity
 
 __all__ = ["host_findings"]
 
 
-def _finding(*args: object, **kw: object) -> Finding:
-    from gpuwise.verify.doctor import Finding
+def _finding(id: str, severity: Severity, title: Text, fix: Text | None = None, evidence: str = "") -> Finding:
+    from gpuwise.verify.doctor import Finding  # doctor imports this module: not at the top
 
-    return Finding(*args, **kw)  # type: ignore[arg-type]
+    return Finding(id, severity, title, fix, evidence)
 
 
 def _nouveau(p: Probe) -> list[Finding]:
