@@ -171,3 +171,26 @@ def test_max_num_seqs_sets_the_rows_vllm_profiles_its_sampler_over() -> None:
     assert few["memory"]["kv_pool"] > full["memory"]["kv_pool"] + 4 * GiB  # 960 fewer rows of 151,936 x 39 B
     with pytest.raises(InputError):
         _est(model="qwen3-32b", card="h100-sxm", max_num_seqs=0)
+
+
+def test_vllm_024_at_tp_counts_the_all_reduce_inputs_nccl_keeps_cached() -> None:
+    """vLLM 0.2.4-0.2.6 (PR #2031: peak = total - free after profiling) at TP > 1: NCCL's
+    record_stream keeps each all-reduce input of the profile forward (vllm#2248), so the pool
+    shrinks by 2 x layers x tokens x hidden x 2 bytes; at TP 1, or from 0.2.7 on, it does not."""
+    kw = {"model": "validation/models/meta-llama--Llama-2-70b-hf", "card": "a100-80gb-sxm", "context": 4096,
+          "max_num_batched_tokens": 4096}
+    root = Path(__file__).resolve().parent.parent
+    kw["model"] = str(root / str(kw["model"]))
+
+    def pool(version: str, gpus: int) -> float:
+        return float(estimate_json(EstimateRequest(**kw, gpus=gpus, engine_version=version))["memory"]["kv_pool"])
+
+    held = 2 * 80 * 4096 * 8192 * 2
+    assert pool("0.2.3", 4) - pool("0.2.4", 4) == pytest.approx(held, rel=1e-6)
+    assert pool("0.2.7", 4) == pytest.approx(pool("0.2.3", 4))
+    small = {**kw, "model": str(root / "validation/models/meta-llama--Llama-2-7b-hf")}
+    one = [estimate_json(EstimateRequest(**small, engine_version=v))["memory"]["kv_pool"] for v in ("0.2.3", "0.2.4")]
+    assert one[0] == pytest.approx(one[1])  # one GPU: no all-reduce
+    blocks = estimate_json(EstimateRequest(**kw, gpus=4, engine_version="0.2.4"))["capacity"]["kv_tokens"] / 16
+    # the PR's log: '# GPU blocks: 20865' (31615 before it); the rest is other cached blocks, not modelled
+    assert blocks == pytest.approx(20865, rel=0.12)

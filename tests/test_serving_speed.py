@@ -255,3 +255,30 @@ def test_mid_sized_all_reduces_run_below_the_large_message_bus_bandwidth() -> No
     large = sized_allreduce_seconds(2**32, 8, 358e9, 0.0) / allreduce_seconds(2**32, 8, 358e9, 0.0)
     assert 1.8 < small < 2.0 and 1.0 < large < 1.01
     assert sized_allreduce_seconds(2**20, 1, 358e9, 18e-6) == 0.0
+
+
+def test_decode_gemm_flops_are_charged_in_whole_64_row_tiles_on_serving_engines() -> None:
+    """Tile quantization: 65 tokens cost two 64-row tiles, 64 cost one, so the FLOP side of the
+    GEMM roofline steps up past a multiple of 64; llama.cpp's mat-vec decode has no tile."""
+    from gpuwise.catalog.cards import resolve_card
+    from gpuwise.catalog.presets import find_preset
+    from gpuwise.estimate.speed import _gemm_compute_seconds
+    from gpuwise.estimate.workload import Deployment, Workload
+
+    def get_model(name: str):  # type: ignore[no-untyped-def]
+        preset = find_preset(name)
+        assert preset is not None
+        return preset.arch()
+
+    h100 = resolve_card("h100-sxm").card
+    model = get_model("llama-3.1-70b")
+    w = Workload(context=2048)
+    vllm = Deployment(card=h100, engine="vllm")
+    t64, t65 = (_gemm_compute_seconds(model, w, vllm, b, 1, 1e15) for b in (64, 65))
+    assert t65 / t64 == pytest.approx(2.0, rel=1e-6)
+    assert _gemm_compute_seconds(model, w, vllm, 1, 1, 1e15) == pytest.approx(t64, rel=1e-6)
+    lcpp = Deployment(card=h100, engine="llamacpp")
+    assert _gemm_compute_seconds(model, w, lcpp, 1, 1, 1e15) == pytest.approx(t64 / 64, rel=1e-6)
+    moe = get_model("qwen3-235b-a22b")  # 128 experts, top 8: 256 tokens give each expert ~16
+    dense_like = _gemm_compute_seconds(moe, w, lcpp, 256, 1, 1e15)
+    assert _gemm_compute_seconds(moe, w, vllm, 256, 1, 1e15) > 2 * dense_like

@@ -62,6 +62,7 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "hybrid_page_alignment": _F("int"),
     "state_blocks_per_request": _F("int"),
     "hybrid_log_concurrency": _F("bool"),
+    "tp_allreduce_inputs_held": _F("bool"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -121,6 +122,9 @@ class EngineRules:
     hybrid_page_alignment: int = 0
     state_blocks_per_request: int = 1  # pages each state group holds per request
     hybrid_log_concurrency: bool = False  # 'GPU KV cache size' = max concurrency x context (else blocks // groups)
+    # the profile counts reserved memory while NCCL's record_stream keeps every all-reduce input of
+    # the profiling forward cached (TP > 1): 2 per layer x tokens x hidden x 2 bytes on top of the peak
+    tp_allreduce_inputs_held: bool = False
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

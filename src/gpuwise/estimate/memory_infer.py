@@ -47,6 +47,10 @@ def _why_sampler(rows: int, per_vocab: float) -> Text:
 
 
 
+WHY_HELD = Text("start-up profiling at TP > 1 (vLLM 0.2.4-0.2.6): NCCL's record_stream keeps every all-reduce "
+                "input of the profiling forward cached, 2 a layer x tokens x hidden x 2 bytes",
+                "TP > 1 时的启动显存探测（vLLM 0.2.4-0.2.6）：NCCL 的 record_stream 使探测前向中每次 all-reduce 的"
+                "输入都留在缓存里，每层 2 次 × token 数 × hidden × 2 字节")
 WHY_GRAPHS = Text("CUDA graphs the engine estimates and charges before sizing the KV pool (vLLM >= 0.21)",
                   "引擎在划分 KV 池之前估算并预留的 CUDA graph 显存（vLLM >= 0.21）")
 
@@ -145,15 +149,26 @@ def _activation_items(model: ModelArch, w: Workload, d: Deployment, tp: int) -> 
     transformers and llama.cpp hold the last position's fp32 logits of each sequence."""
     rules = rules_for(d)
     act = _activation_bytes(model, batched_tokens(w, d), tp)
+    held = _held_allreduce_items(model, w, d, rules, tp)
     if rules.sampler_bytes_per_vocab <= 0:
         logits = w.concurrency * model.vocab_size * 4.0
         return [Item("forward_activations", "activations", act, WHY_ACT),
-                Item("logits", "activations", logits, WHY_LOGITS)]
+                Item("logits", "activations", logits, WHY_LOGITS), *held]
     rows = max_num_seqs(w, d)
     sampler = rows * (model.vocab_size * rules.sampler_bytes_per_vocab + model.hidden_size * ACT_BYTES)
     return [Item("forward_activations", "activations", act if act >= sampler else 0.0, WHY_ACT),
             Item("sampler_peak", "activations", sampler if sampler > act else 0.0,
-                 _why_sampler(rows, rules.sampler_bytes_per_vocab))]
+                 _why_sampler(rows, rules.sampler_bytes_per_vocab)), *held]
+
+
+def _held_allreduce_items(model: ModelArch, w: Workload, d: Deployment, rules: EngineRules, tp: int) -> list[Item]:
+    """vLLM 0.2.4-0.2.6 at TP > 1: the profile counts reserved memory while NCCL's record_stream
+    keeps each all-reduce input of the profiling forward cached (two a layer: attention and MLP
+    outputs, tokens x hidden x 2 bytes each; engines.toml tp_allreduce_inputs_held)."""
+    if not rules.tp_allreduce_inputs_held or tp <= 1:
+        return []
+    held = 2 * model.num_layers / d.pp * batched_tokens(w, d) * model.hidden_size * ACT_BYTES
+    return [Item("allreduce_inputs_held", "activations", held, WHY_HELD)]
 
 
 def _runtime_items(d: Deployment, rules: EngineRules, tp_pp: int) -> list[Item]:

@@ -156,9 +156,8 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         off_gpu = every * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     bw = r.mem_bw * _gguf_factor(model, w, d) * (r.decode_llamacpp if d.engine == "llamacpp" else 1.0)
     precision = compute_precision(model, w, d)
-    p = count_params(model)
-    gemm_flops = 2 * p.active * batch / (tp * d.pp)
-    gemm = max((every - off_gpu) * touched / bw, gemm_flops / (_peak_flops(d, precision) * r.gemm_at(precision)))
+    rate = _peak_flops(d, precision) * r.gemm_at(precision)
+    gemm = max((every - off_gpu) * touched / bw, _gemm_compute_seconds(model, w, d, batch, tp, rate))
     attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w) * batch / (tp * d.pp)  # QK^T and AV
     share_fa = float(efficiency_table()["overheads"]["attention_flops_share"])
     attention = max(kv / r.mem_bw, attn_flops / (_peak_flops(d, "bf16") * r.gemm * share_fa))
@@ -174,6 +173,31 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     cpu = step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
     return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead,
                  cpu=cpu)
+
+
+def _gemm_compute_seconds(model: ModelArch, w: Workload, d: Deployment, batch: int, tp: int,
+                          rate: float) -> float:
+    """FLOP time of a decode step's linear layers at `rate` (large-GEMM FLOP/s). The pool engines
+    run them as tiled GEMMs whose rows come in whole tiles (tile quantization: efficiency.toml
+    [overheads] gemm_tile_rows), so m tokens cost ceil(m / tile) tiles; MoE experts each see
+    batch x top-k / (experts touched) tokens, and a few tokens an expert still fill a tile.
+    llama.cpp and transformers' batch-1 steps are mat-vec kernels: no tile."""
+    p = count_params(model)
+    tile = float(efficiency_table()["overheads"]["gemm_tile_rows"]) if d.engine in POOL_ENGINES else 1.0
+
+    def padded(tokens: float) -> float:
+        return math.ceil(tokens / tile - 1e-9) * tile / tokens
+
+    expert = 0.0
+    factor = 1.0
+    if model.moe is not None:
+        e, k = model.moe.num_experts, model.moe.experts_per_token
+        expert = p.experts * k / e  # expert parameters one token runs
+        touched = e * (1 - (1 - k / e) ** batch)
+        factor = padded(batch * k / touched)
+    dense = max(p.active - expert, 0.0)
+    flops = 2 * batch * (dense * padded(batch) + expert * factor)
+    return flops / (tp * d.pp) / rate
 
 
 def _offload_rate(d: Deployment, mem: MemoryResult, r: Rates) -> float:
