@@ -18,7 +18,7 @@ from gpuwise.catalog.frameworks import ckpt_every, find_framework
 from gpuwise.catalog.hardware import node_fabric
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table
+from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table, host_memory_bandwidth
 from gpuwise.estimate.memory_train import held_share
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
@@ -248,8 +248,8 @@ def _offload_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay
     if d.offload != "none":
         n = count_params(model).total / max(1, d.gpus)
         bw = float(links["nvme_gbps"]) * GB if d.offload == "nvme" else r.pcie_h2d
-        cpu = float(efficiency_table()["overheads"]["cpu_adam_params_per_s"])
-        t += 4.0 * n / bw + count_params(model).total / d.nodes / cpu
+        adam = float(efficiency_table()["overheads"]["cpu_adam_bytes_per_param"])  # the node's ranks share it
+        t += 4.0 * n / bw + count_params(model).total / d.nodes * adam / host_memory_bandwidth(d.card)
     if w.activation_offload:
         per_hidden = _table()["offload_bytes_per_hidden"]["none" if w.grad_ckpt == "none" else "checkpointed"]
         moved = 2 * lay.tokens_mb * model.hidden_size * per_hidden * model.num_layers / (lay.tp * lay.pp)
