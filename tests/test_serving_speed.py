@@ -73,18 +73,25 @@ def test_gpu_layers_run_the_rest_on_the_cpu_at_host_memory_bandwidth() -> None:
 MOE = ["qwen3-30b-a3b", "mixtral-8x7b", "qwen3-235b-a22b"]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(model=st.sampled_from(MOE), concurrency=st.integers(1, 512), context=st.integers(256, 32768),
-       offload_gb=st.floats(0.0, 60.0), engine=st.sampled_from(["vllm", "llamacpp"]),
-       gpu_layers=st.one_of(st.none(), st.integers(0, 48)), card=st.sampled_from(["rtx-4090", "h100-sxm"]))
+       offload_gb=st.floats(0.0, 60.0), engine=st.sampled_from(["vllm", "llamacpp", "sglang", "trtllm"]),
+       gpu_layers=st.one_of(st.none(), st.integers(0, 48)), card=st.sampled_from(["rtx-4090", "h100-sxm"]),
+       gpus=st.sampled_from([1, 2, 4]), version=st.sampled_from(["", "0.5.4", "0.6.4"]))
 def test_no_time_term_is_ever_negative_or_infinite(model: str, concurrency: int, context: int, offload_gb: float,
-                                                   engine: str, gpu_layers: int | None, card: str) -> None:
+                                                   engine: str, gpu_layers: int | None, card: str, gpus: int,
+                                                   version: str) -> None:
+    """Random MoE workloads with CPU offload, llama.cpp's CPU layers, tensor parallel and old vLLM
+    rules: every part of the step (GEMMs, attention, all-reduces, offload, overhead, CPU, the other
+    requests' prefills) is finite and >= 0."""
     kw: dict[str, object] = {"model": model, "card": card, "concurrency": concurrency, "context": context,
                              "engine": engine, "offload": "cpu"}
     if engine == "vllm":
-        kw["cpu_offload_gb"] = offload_gb
-    else:
+        kw.update(cpu_offload_gb=offload_gb, gpus=gpus, engine_version=version)
+    elif engine == "llamacpp":
         kw.update(weights="gguf:Q4_K_M", gpu_layers=gpu_layers)
+    else:
+        kw.update(gpus=gpus)
     s = _speed(**kw)
     for name, seconds in s["step_breakdown_s"].items():
         assert math.isfinite(seconds) and seconds >= 0, (name, seconds)
