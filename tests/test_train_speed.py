@@ -121,3 +121,13 @@ def test_lora_under_fsdp_still_gathers_the_frozen_base_each_micro_batch() -> Non
     assert sharded >= base / 2 * 2 / (31.5e9 * 0.8)  # at no more than PCIe 4.0 x16's 80 % bus bandwidth
     qlora = speed(zero=3, **{**kw, "task": "qlora"})["communication_s"]["dp_total"]
     assert qlora < sharded / 2  # NF4 is gathered packed
+
+
+def test_cpu_adam_under_offload_is_charged_at_the_host_memory_bandwidth() -> None:
+    from gpuwise.estimate.links import efficiency_table, host_memory_bandwidth
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "task": "full", "zero": 2, "offload": "cpu", "seq_len": 1024}
+    t = efficiency_table()["overheads"]["cpu_adam_bytes_per_param"]
+    for card in ("rtx-4090", "a100-80gb-sxm"):
+        off = speed(card=card, **kw)["step_breakdown_s"]["offload"]
+        adam = 8.03e9 * t / host_memory_bandwidth(resolve_card(card).card)
+        assert adam <= off <= adam * 3  # the update, plus the PCIe copies
