@@ -138,11 +138,6 @@ def candidate_ranges(c: Candidate, model: ModelArch | None = None) -> Ranged:
                       caps={"capacity.max_context": model.max_context} if model else None)
 
 
-def required_high(c: Candidate) -> float | None:
-    band = candidate_ranges(c).get("memory.required")
-    return band.high if band else None
-
-
 def plan_notes(c: Candidate, near_limit: float) -> tuple[Text, ...]:
     """What the person signing the plan should know: memory headroom, the machine it needs
     (power, PCIe lanes, link reach) and the software stack of a non-CUDA card."""
@@ -150,7 +145,7 @@ def plan_notes(c: Candidate, near_limit: float) -> tuple[Text, ...]:
 
     out: list[Text] = []
     share = c.memory.breakdown.required / c.memory.usable if c.memory.usable else 0.0
-    top = required_high(c)
+    top = c.required_high
     if top is not None and top > c.memory.usable >= c.memory.breakdown.required:
         out.append(Text(f"Tight: fits at the estimate, not at the top of its 80 % range ({top / GiB:,.1f} GiB of "
                         f"{c.memory.usable / GiB:,.1f} GiB usable per GPU).",

@@ -8,8 +8,9 @@ less time:
 - speed and cost run only for configurations that fit;
 - ranked by the hourly price, the configurations of a card are visited by the part of the sort
   key known before any estimate (stage preference, price bucket, GPU count). Once a group of equal
-  prefixes holds a passing configuration, nothing after it can rank higher on that card: the rest
-  is counted but not estimated. A configuration whose estimated key does not start with the
+  prefixes holds a passing configuration that is final (not tight: the headroom tier of the key
+  could still put a later one first), nothing after it can rank higher on that card: the rest is
+  counted but not estimated. A configuration whose estimated key does not start with the
   predicted prefix (a cost model that came to depend on speed) turns the pruning off for its card.
 """
 
@@ -27,13 +28,32 @@ from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import Candidate, Shapes, Targets, _requirement_failures, _target_failures, configurations
 
-__all__ = ["Prefix", "SortKey", "search"]
+__all__ = ["Order", "SortKey", "search"]
 
 SortKey = Callable[[Candidate], tuple[float, ...]]
-# The first items of the sort key from the card and the deployment's GPU count alone (None: the
-# objective needs the estimate, so every configuration is estimated).
-Prefix = Callable[[Card, int], tuple[float, ...]]
 Config = tuple[Workload, Deployment, int, int]  # (workload, one replica's deployment, replicas, nodes)
+
+
+def _whole(k: tuple[float, ...]) -> tuple[float, ...]:
+    return k
+
+
+def _always(c: Candidate) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Order:
+    """What the search needs of the ranking (plan.rank.search_order) to visit a card best first.
+
+    `key` sorts the candidates. `prefix(card, gpus)`: items of the key known before any estimate,
+    None to estimate everything. `known(key)`: those items read back from a full key, to check the
+    prediction. `final(c)`: a passing candidate no configuration with a larger prefix can beat."""
+
+    key: SortKey
+    prefix: Callable[[Card, int], tuple[float, ...]] | None = None
+    known: Callable[[tuple[float, ...]], tuple[float, ...]] = _whole
+    final: Callable[[Candidate], bool] = _always
 
 
 @dataclass
@@ -106,11 +126,12 @@ def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
     return [c for _, c in tried]
 
 
-def _card(req: _Request, configs: list[Config], prefix: Prefix | None, card: Card,
-          key: SortKey) -> tuple[list[tuple[int, Candidate]], int]:
+def _card(req: _Request, configs: list[Config], order: Order,
+          card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """The card's estimated configurations with their place in the search's order, and how many
     configurations it has that `check_valid` accepts."""
     valid = [(i, c) for i, c in enumerate(configs) if req.is_valid(c[0], c[1])]
+    prefix = order.prefix
     if prefix is None:
         return [(i, req.evaluate(c)) for i, c in valid], len(valid)
     groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
@@ -121,24 +142,24 @@ def _card(req: _Request, configs: list[Config], prefix: Prefix | None, card: Car
     for head in sorted(groups):
         found = [(i, req.evaluate(c)) for i, c in groups[head]]
         tried += found
-        if any(c.fits and key(c)[:len(head)] != head for _, c in found):
+        if any(c.fits and order.known(order.key(c)) != head for _, c in found):
             pruning = False  # the prediction failed: estimate everything on this card
-        if pruning and any(c.ok for _, c in found):
+        if pruning and any(c.ok and order.final(c) for _, c in found):
             break
     return tried, len(valid)
 
 
-def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions, key: SortKey,
-           prefix: Prefix | None) -> tuple[dict[str, list[Candidate]], int]:
+def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
+           order: Order) -> tuple[dict[str, list[Candidate]], int]:
     """Each card's configurations best first (those that cannot rank first on the card may be left
-    out when `prefix` is given), and how many configurations the search covered."""
+    out when the order has a prefix), and how many configurations the search covered."""
     req = _Request(model, t, opts, w.is_training)
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
     evaluated = 0
     for card in cards:
-        tried, n = _card(req, list(configurations(model, w, card, t, shapes)), prefix, card, key)
+        tried, n = _card(req, list(configurations(model, w, card, t, shapes)), order, card)
         at = found.setdefault(card.id, [])  # a card named twice: one list, as the exhaustive search
         at += [(len(at) + i, c) for i, c in tried]
         evaluated += n
-    return {cid: _order(tried, key) for cid, tried in found.items()}, evaluated
+    return {cid: _order(tried, order.key) for cid, tried in found.items()}, evaluated

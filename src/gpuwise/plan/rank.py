@@ -15,7 +15,7 @@ from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
-from gpuwise.plan.fast import Prefix, SortKey, search
+from gpuwise.plan.fast import Order, SortKey, search
 from gpuwise.plan.search import Candidate, Targets, candidates, precisions
 from gpuwise.units import GiB
 
@@ -93,25 +93,35 @@ def _bucket(value: float | None) -> float:
 
 
 def sort_key(obj: Objective, stage: str | None) -> SortKey:
-    """Objective first (ties within 3 %), then fewer GPUs, then speed. The validate stage puts
-    one-GPU configurations first: it proves the pipeline on the cheapest machine that runs it."""
+    """Headroom first, then the objective (ties within 3 %), then fewer GPUs, then speed. A
+    configuration that fits at the estimate but not at the top of its 80 % memory band ("tight":
+    a one-in-ten chance of running out of memory) ranks below every one that fits at the top, so a
+    LoRA without activation checkpointing at 23.6 of 23.6 GiB loses to the same card with it. The
+    validate stage puts one-GPU configurations first: it proves the pipeline on the cheapest
+    machine that runs it."""
     one_first = stage == "validate"
 
     def key(c: Candidate) -> tuple[float, ...]:
-        v = obj.value(c)
-        head = (float(one_first and c.gpus_total > 1),)
-        if obj.higher_is_better:
-            return (*head, -_bucket(v) if v else math.inf, c.gpus_total, -_tokens_per_s(c))
-        return (*head, _bucket(v), c.gpus_total, -_tokens_per_s(c))
+        return (float(one_first and c.gpus_total > 1), float(c.tight), _value_key(obj, c), c.gpus_total,
+                -_tokens_per_s(c))
     return key
 
 
-def key_prefix(obj: Objective, stage: str | None, opts: CostOptions) -> Prefix | None:
-    """The first items of `sort_key` from the card and the GPU count alone, for the search to
-    visit cheap configurations first; None when the objective needs the estimate (only the hourly
-    price is known before it: the offer's price x GPUs)."""
+def _value_key(obj: Objective, c: Candidate) -> float:
+    """The objective's place in the key: its 3 % bucket, negated where higher is better."""
+    v = obj.value(c)
+    if obj.higher_is_better:
+        return -_bucket(v) if v else math.inf
+    return _bucket(v)
+
+
+def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
+    """The sort key, and for an hourly objective the part of it known before any estimate (the
+    stage's preference, the offer's price x GPUs, the GPU count) for the search to visit cheap
+    configurations first and stop at the first group with a passing one that is not tight."""
+    key = sort_key(obj, stage)
     if obj.key != "per_hour":
-        return None
+        return Order(key)
     one_first = stage == "validate"
     hourly: dict[tuple[str, int], float | None] = {}
 
@@ -120,7 +130,13 @@ def key_prefix(obj: Objective, stage: str | None, opts: CostOptions) -> Prefix |
             cost = job_cost(card.id, gpus, provider=opts.provider, billing=opts.billing, offers=opts.offers)
             hourly[card.id, gpus] = cost.per_hour if cost else None
         return float(one_first and gpus > 1), _bucket(hourly[card.id, gpus]), gpus
-    return prefix
+
+    def known(k: tuple[float, ...]) -> tuple[float, ...]:
+        return k[0], k[2], k[3]  # the key without its headroom tier and speed
+
+    def final(c: Candidate) -> bool:
+        return not c.tight  # a tight one may still lose to a dearer group that fits at the top
+    return Order(key, prefix, known, final)
 
 
 @dataclass(frozen=True)
@@ -144,13 +160,71 @@ def _what(c: Candidate) -> str:
     return f"{d.card.name} x{c.gpus_total}, {c.workload.weights}"
 
 
-def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets) -> Text:
+def _ckpt_words(c: Candidate) -> Text:
+    ckpt = c.workload.grad_ckpt
+    if ckpt == "none":
+        return Text("without activation checkpointing", "不做激活检查点")
+    return Text(f"with {ckpt} activation checkpointing", f"启用 {ckpt} 激活检查点")
+
+
+def _tight_words(c: Candidate) -> Text:
+    """Why a tight candidate ranks lower, with its numbers."""
+    top, usable = (c.required_high or 0.0) / GiB, c.memory.usable / GiB
+    return Text(f"fits only at the estimate, not at the top of its 80 % memory range ({top:,.1f} GiB of "
+                f"{usable:,.1f} GiB usable per GPU)",
+                f"仅按估算放得下，按显存 80% 区间上限放不下（{top:,.1f} GiB，每卡可用 {usable:,.1f} GiB）")
+
+
+def _passed_over(c: Candidate, tried: list[Candidate], key: SortKey) -> Candidate | None:
+    """A passing, tight configuration of c's card that would have ranked ahead of c on the
+    objective, GPUs and speed alone (the headroom tier aside)."""
+    if c.tight:
+        return None
+    alt = next((x for x in tried if x.ok and x.tight), None)  # the best tight one: the list is sorted
+
+    def untiered(x: Candidate) -> tuple[float, ...]:
+        k = key(x)
+        return k[:1] + k[2:]
+    return alt if alt is not None and untiered(alt) < untiered(c) else None
+
+
+def _alternative(c: Candidate) -> Text:
+    if not c.workload.is_training:
+        return Text(_what(c), _what(c))
+    how = _ckpt_words(c)
+    return Text(f"{_what(c)} {how.en}, micro-batch {c.workload.micro_batch}",
+                f"{_what(c)}，{how.zh}，micro-batch {c.workload.micro_batch}")
+
+
+def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets, winner: Candidate | None = None,
+                    tried: list[Candidate] | None = None, key: SortKey | None = None) -> Text:
+    """Why plan #`rank` + 1 is where it is. A tight plan below one that is not says so; plan #1
+    names the cheaper, tight variant of its card it was preferred to."""
     what = _what(c)
     v = obj.value(c)
     shown = Text(obj.show(v, c.cost.currency if c.cost else ""), obj.show_zh(v, c.cost.currency if c.cost else "")) \
         if v is not None else Text("", "")
     if rank > 0:
+        if c.tight and winner is not None and not winner.tight:
+            tight = _tight_words(c)
+            return Text(f"{what}: {shown.en}, ranks #{rank + 1}: it {tight.en}, so it ranks below the plans that fit "
+                        "at the top",
+                        f"{what}：{shown.zh}，排第 {rank + 1}：{tight.zh}，因此排在按上限也放得下的方案之后")
         return Text(f"{what}: {shown.en}, ranks #{rank + 1}", f"{what}：{shown.zh}，排第 {rank + 1}")
+    head = _first(what, shown, obj, t)
+    alt = _passed_over(c, tried or [], key) if key is not None else None
+    if alt is not None:
+        av, cur = obj.value(alt) or 0.0, alt.cost.currency if alt.cost else ""
+        other, tight = _alternative(alt), _tight_words(alt)
+        return Text(f"{head.en}; preferred to {other.en} ({obj.show(av, cur)}), which {tight.en}",
+                    f"{head.zh}；优先于 {other.zh}（{obj.show_zh(av, cur)}），后者{tight.zh}")
+    if c.tight:
+        return Text(f"{head.en}; none of them fits at the top of its 80 % memory range (see the notes)",
+                    f"{head.zh}；其中没有按显存 80% 区间上限也放得下的（见备注）")
+    return head
+
+
+def _first(what: str, shown: Text, obj: Objective, t: Targets) -> Text:
     if t.given:
         given = ", ".join(FLAGS.get(g, g) for g in t.given)
         return Text(f"{what}: {obj.label.en} ({shown.en}) of the configurations that fit and meet every "
@@ -174,6 +248,12 @@ def _versus(best: Candidate, winner: Candidate, obj: Objective) -> Text:
     cur = winner.cost.currency if winner.cost else ""
     if vb is None or vw is None:
         return Text("meets the targets but ranks lower", "满足目标，但排名靠后")
+    if best.tight and not winner.tight:
+        tight = _tight_words(best)
+        return Text(f"meets the targets at {obj.show(vb, cur)} vs {obj.show(vw, cur)} for plan #1, but it "
+                    f"{tight.en}; plan #1 fits at the top of its range",
+                    f"满足目标，{obj.show_zh(vb, cur)}，方案 #1 为 {obj.show_zh(vw, cur)}，但{tight.zh}；"
+                    "方案 #1 按区间上限也放得下")
     worse = vb < vw if obj.higher_is_better else vb > vw
     if not worse or _bucket(vb) == _bucket(vw):
         return Text(f"meets the targets at {obj.show(vb, cur)}, within 3% of plan #1's {obj.show(vw, cur)}, "
@@ -240,18 +320,18 @@ class PlanResult:
 
 
 def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-            key: SortKey, prefix: Prefix | None, exhaustive: bool) -> tuple[dict[str, list[Candidate]], int]:
+            order: Order, exhaustive: bool) -> tuple[dict[str, list[Candidate]], int]:
     """Each card's tried configurations, best first, and the count. `exhaustive`: every one
     estimated in full, one by one (the reference plan.fast is tested against)."""
     if not exhaustive:
-        return search(model, w, cards, t, opts, key, prefix)
+        return search(model, w, cards, t, opts, order)
     by_card: dict[str, list[Candidate]] = {c.id: [] for c in cards}
     evaluated = 0
     for cand in candidates(model, w, cards, t, opts):
         by_card[cand.deployment.card.id].append(cand)
         evaluated += 1
     for tried in by_card.values():
-        tried.sort(key=lambda c: (not c.ok, not c.fits, key(c)))
+        tried.sort(key=lambda c: (not c.ok, not c.fits, order.key(c)))
     return by_card, evaluated
 
 
@@ -260,15 +340,15 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     """Ranked plans, a reason for every other card, and the cards that fit but have no price.
     `excluded` maps card ids left out before the search to the reason (a software stack)."""
     obj = objective_for(t.objective, t.stage, w, opts)
-    key = sort_key(obj, t.stage)
+    order = search_order(obj, t.stage, opts)
+    key = order.key
     excluded = excluded or {}
     searched = [c for c in cards if c.id not in excluded]
-    prefix = key_prefix(obj, t.stage, opts)
-    by_card, evaluated = _search(model, w, searched, t, opts, key, prefix, exhaustive)
+    by_card, evaluated = _search(model, w, searched, t, opts, order, exhaustive)
     notes: tuple[Text, ...] = ()
     if t.weights == "auto" and not w.is_training and not any(x and x[0].ok for x in by_card.values()):
         low = dataclasses.replace(t, low_bit=True)
-        by_card, more = _search(model, w, searched, low, opts, key, prefix, exhaustive)
+        by_card, more = _search(model, w, searched, low, opts, order, exhaustive)
         evaluated += more
         tried_fmts = ", ".join(precisions(model, w, t))
         notes = (Text(f"Nothing fits the constraints at {tried_fmts}, so 4-bit weights were tried too "
@@ -288,6 +368,7 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     rejected += [why_not(card, by_card[card.id], winner, obj, model) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
     unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
-    reasons = [deciding_reason(c, obj, i, t) for i, c in enumerate(plans)]
+    reasons = [deciding_reason(c, obj, i, t, winner, by_card[c.deployment.card.id], key)
+               for i, c in enumerate(plans)]
     return PlanResult(plans=plans, reasons=reasons, rejected=rejected, unpriced=unpriced,
                       evaluated=evaluated, objective=obj, notes=notes)

@@ -23,6 +23,7 @@ from gpuwise.estimate.api import (
 )
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
+from gpuwise.estimate.ranges import ranges_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -95,6 +96,24 @@ class Candidate:
     @property
     def ok(self) -> bool:
         return self.fits and not self.unmet
+
+    @functools.cached_property
+    def required_high(self) -> float | None:
+        """The top of the 80 % band of the memory it needs per GPU, as `gpuwise estimate` gives it
+        (estimate/ranges.py; that band depends on the required bytes alone)."""
+        d, w = self.deployment, self.workload
+        band = ranges_for({"memory.required": self.memory.breakdown.required}, training=w.is_training,
+                          engine=d.engine, family=d.card.family, task=w.task,
+                          framework=w.framework).get("memory.required")
+        return band.high if band else None
+
+    @property
+    def tight(self) -> bool:
+        """Fits at the estimate, not at the top of its 80 % band (`gpuwise estimate`'s "tight")."""
+        if not self.fits:
+            return False
+        top = self.required_high
+        return top is not None and top > self.memory.usable
 
     @property
     def gpus_total(self) -> int:

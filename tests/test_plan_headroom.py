@@ -1,0 +1,92 @@
+"""Headroom in the ranking: a configuration that fits at the estimate but not at the top of its
+80 % memory range ("tight") never ranks above one that fits at the top, and every place that
+ranks it lower says why, in the objective's unit.
+
+The laptop case prices the cards in memory (no price file), so its inputs are fixed here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog.cards import load_cards
+from gpuwise.catalog.prices import PriceOffer
+from gpuwise.catalog.sources import load_model
+from gpuwise.estimate.api import CostOptions
+from gpuwise.estimate.workload import Workload
+from gpuwise.plan.fast import search
+from gpuwise.plan.rank import PlanResult, plan, search_order
+from gpuwise.plan.search import Targets
+from gpuwise.service import PlanRequest, _plan_cards, plan_json, plan_request_parts
+
+
+def offer(card: str, per_hour: float) -> PriceOffer:
+    return PriceOffer(provider="test", card=card, currency="CNY", billing="hourly", unit="gpu_hour",
+                      low=per_hour, high=per_hour, as_of="2026-11", source="test row")
+
+
+def laptop_or_l4(top: int) -> PlanResult:
+    """A 3B model on a 6 GB laptop GPU (tight, 0.50 CNY/h) or on an L4 (room to spare, 3.00 CNY/h)."""
+    catalog = load_cards()
+    opts = CostOptions(offers=(offer("rtx-4050-laptop", 0.5), offer("l4", 3.0)))
+    cards = [card for card in catalog if card.id in ("rtx-4050-laptop", "l4")]
+    return plan(load_model("qwen2.5-3b"), Workload(context=2048), cards, Targets(), opts, top=top)
+
+
+def test_the_cheap_tight_laptop_ranks_below_the_dearer_l4_and_says_why() -> None:
+    r = laptop_or_l4(top=2)
+    assert [(c.deployment.card.id, c.tight) for c in r.plans] == [("l4", False), ("rtx-4050-laptop", True)]
+    assert "ranks #2: it fits only at the estimate, not at the top of its 80 % memory range" in r.reasons[1].en
+    assert "仅按估算放得下" in r.reasons[1].zh
+
+
+def test_a_rejected_tight_card_is_never_said_to_cost_more_when_it_is_cheaper() -> None:
+    r = laptop_or_l4(top=1)
+    (why,) = [x for x in r.rejected if x.card == "rtx-4050-laptop"]
+    (text,) = why.reasons
+    assert "0.50 CNY/h vs 3.00 CNY/h for plan #1" in text.en and "costs more" not in text.en
+    assert "not at the top of its 80 % memory range" in text.en
+    assert "按显存 80% 区间上限放不下" in why.reasons[0].zh
+
+
+@pytest.mark.parametrize("req", [
+    PlanRequest(model="qwen2.5-7b", task="lora", top=10),
+    PlanRequest(model="qwen2.5-7b", task="lora", cards="rtx-4090,rtx-5090,a100-40gb-sxm", top=10),
+    PlanRequest(model="qwen2.5-32b", allow_offload=True, cards="rtx-4090,l40s,a100-40gb-sxm", top=10),
+], ids=["lora-whole-catalog", "lora-three-cards", "offload-32b"])
+def test_no_tight_plan_ranks_above_one_that_fits_at_the_top_of_its_range(req: PlanRequest) -> None:
+    plans = plan_json(req)["plans"]
+    assert plans
+    tight = [p["memory"]["fit"] == "tight" for p in plans]
+    assert tight == sorted(tight), [(p["card"], p["gpus"], p["memory"]["fit"]) for p in plans]
+    for p in plans:
+        assert (p["memory"]["required_high"] > p["memory"]["usable_bytes"]) == (p["memory"]["fit"] == "tight")
+
+
+PASSED_OVER = [PlanRequest(model="qwen2.5-7b", task="lora"),
+               PlanRequest(model="qwen2.5-7b", task="lora", cards="rtx-4090"),
+               PlanRequest(model="llama-3.1-8b", task="lora", cards="rtx-4090,rtx-5090,a100-40gb-sxm"),
+               PlanRequest(model="qwen2.5-32b", allow_offload=True, cards="rtx-4090,l40s")]
+
+
+def test_plan_1_names_the_tight_variant_of_its_card_that_would_otherwise_have_won() -> None:
+    """E.g. a LoRA without activation checkpointing that fits only at the estimate: plan #1 is the
+    variant with headroom, and its reason names the tight one with its memory range."""
+    named = 0
+    for req in PASSED_OVER:
+        model, w, t, opts = plan_request_parts(req)
+        cards, excluded = _plan_cards(req)
+        result = plan(model, w, cards, t, opts, excluded=excluded)
+        order = search_order(result.objective, t.stage, opts)
+        by_card, _ = search(model, w, [c for c in cards if c.id not in excluded], t, opts, order)
+        best = result.plans[0]
+        assert not best.tight or not any(c.ok and not c.tight for x in by_card.values() for c in x)
+        tight = next((c for c in by_card[best.deployment.card.id] if c.ok and c.tight), None)
+        untiered = [k[:1] + k[2:] for k in map(order.key, (tight, best))] if tight else []
+        if tight is not None and untiered[0] < untiered[1]:
+            named += 1
+            assert "preferred to" in result.reasons[0].en and "fits only at the estimate" in result.reasons[0].en
+            assert "优先于" in result.reasons[0].zh
+        else:
+            assert "preferred to" not in result.reasons[0].en
+    assert named, "no request here had a tight variant that would have won: pick others"
