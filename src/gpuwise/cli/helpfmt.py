@@ -77,35 +77,33 @@ def wrap_paragraphs(text: str, width: int, first: str = "", rest: str = "") -> l
     return out
 
 
-def context_class(base: Any) -> Any:
-    """A subclass of Click's (or Typer's vendored Click's) Context whose help wraps by cells."""
-    formatter_base: Any = base.formatter_class
+def _write_text(self: Any, text: str) -> None:
+    indent = " " * self.current_indent
+    self.write("\n".join(wrap_paragraphs(text, self.width, indent, indent)) + "\n")
 
-    class CellFormatter(formatter_base):  # type: ignore[misc]
-        def write_text(self, text: str) -> None:
-            indent = " " * self.current_indent
-            self.write("\n".join(wrap_paragraphs(text, self.width, indent, indent)) + "\n")
 
-        def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
-            rows = list(rows)
-            first_col = min(max((cells(r[0]) for r in rows), default=0), col_max) + col_spacing
-            for term, desc in rows:
-                self.write(f"{'':>{self.current_indent}}{term}")
-                if not desc:
-                    self.write("\n")
-                    continue
-                if cells(term) <= first_col - col_spacing:
-                    self.write(" " * (first_col - cells(term)))
-                else:
-                    self.write("\n" + " " * (first_col + self.current_indent))
-                pad = " " * (first_col + self.current_indent)
-                lines = wrap_paragraphs(desc, max(self.width - first_col - self.current_indent, 10))
-                self.write("\n".join([lines[0], *(pad + line if line else "" for line in lines[1:])]) + "\n")
+def _write_dl(self: Any, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
+    rows = list(rows)
+    first_col = min(max((cells(r[0]) for r in rows), default=0), col_max) + col_spacing
+    for term, desc in rows:
+        self.write(f"{'':>{self.current_indent}}{term}")
+        if not desc:
+            self.write("\n")
+            continue
+        if cells(term) <= first_col - col_spacing:
+            self.write(" " * (first_col - cells(term)))
+        else:
+            self.write("\n" + " " * (first_col + self.current_indent))
+        pad = " " * (first_col + self.current_indent)
+        lines = wrap_paragraphs(desc, max(self.width - first_col - self.current_indent, 10))
+        self.write("\n".join([lines[0], *(pad + line if line else "" for line in lines[1:])]) + "\n")
 
-    class CellContext(base):  # type: ignore[misc]
-        formatter_class = CellFormatter
 
-    return CellContext
+def context_class(base: type[Any]) -> type[Any]:
+    """A subclass of Click's (or Typer's vendored Click's) Context whose help wraps by cells.
+    Built with type(): the base is whichever Click the running Typer uses."""
+    formatter = type("CellFormatter", (base.formatter_class,), {"write_text": _write_text, "write_dl": _write_dl})
+    return type("CellContext", (base,), {"formatter_class": formatter})
 
 
 def use_cell_help(command: Any) -> None:
