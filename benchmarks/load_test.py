@@ -19,7 +19,8 @@ per request, which on the 2 cores the server runs on would be taken from the ser
 Bounded: loopback addresses only, --duration (at most 600 s) plus a 60 s limit per request,
 --max-requests in all. Reports requests, answers, 503s, errors, answers/s, latency p50/p95/p99/max
 (all, answered, refused), the estimate probe, the CPU the server and the clients used per
-request, and the machine's load; exit status 1 when a request failed (not a 503).
+request, and how loaded the machine was (load average, Linux CPU pressure: a shared machine's
+other work shows there); exit status 1 when a request failed (not a 503).
 """
 
 from __future__ import annotations
@@ -178,23 +179,38 @@ def summary(values: list[float]) -> dict[str, float | None]:
     return out
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by a process and all its descendants (Linux)."""
-    tick = os.sysconf("SC_CLK_TCK")
+def cpu_pressure() -> float | None:
+    """Linux PSI: the share of the last 10 s in which some runnable task waited for a CPU (%)."""
+    try:
+        return float(Path("/proc/pressure/cpu").read_text().split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far (Linux /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def tree_cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds used so far by a process, and by it and all its descendants (Linux /proc)."""
     total, todo, seen = 0.0, [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
+        total += cpu_s(p)
         try:
-            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(stat[11]) + int(stat[12])) / tick
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
-    return total
+    return cpu_s(pid), total
 
 
 def run(host: str, port: int, clients: int, duration: float, max_requests: int, procs: int,
@@ -205,16 +221,19 @@ def run(host: str, port: int, clients: int, duration: float, max_requests: int, 
     shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
     jobs = [(host, port, n, i, procs, duration, max_requests // procs, i == 0)
             for i, n in enumerate(shares) if n]
-    load_before = os.getloadavg()
-    server_cpu0 = tree_cpu_s(server_pid) if server_pid else None
+    load_before = (*os.getloadavg(), cpu_pressure())
+    before = tree_cpu_s(server_pid) if server_pid else None
     with ProcessPoolExecutor(len(jobs)) as pool:
         parts = list(pool.map(_share, jobs))
-    server_cpu = tree_cpu_s(server_pid) - server_cpu0 if server_pid and server_cpu0 is not None else None
+    after = tree_cpu_s(server_pid) if server_pid else None
+    server_cpu = (after[0] - before[0], after[1] - before[1]) if before and after else None
     return figures(parts, clients, load_before, server_cpu)
 
 
-def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[float, ...],
-            server_cpu_s: float | None) -> dict[str, Any]:
+def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, ...],
+            server_cpu_s: tuple[float, float] | None) -> dict[str, Any]:
+    """The report, from each client process's tally and the server's CPU seconds (its own
+    process, and all of its processes)."""
     plans = [x for p in parts for x in p["plans"]]
     probes = [x for p in parts for x in p["probes"]]
     errors: Counter[str] = Counter()
@@ -230,8 +249,9 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[float,
     per_answer = 1000 / max(1, len(answered))
     return {
         "clients": clients, "client_processes": len(parts), "duration_s": round(elapsed, 1),
-        "cores": len(os.sched_getaffinity(0)), "load_average_before": [round(x, 2) for x in load_before],
+        "cores": len(os.sched_getaffinity(0)), "load_average_before": [round(x, 2) for x in load_before[:3]],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "cpu_pressure_some_avg10_before": load_before[3], "cpu_pressure_some_avg10_after": cpu_pressure(),
         "requests": len(plans), "answered": len(answered), "refused_503": len(refused), "failed": failed,
         "failures": dict(errors), "answers_per_s": round(len(answered) / elapsed, 1),
         "requests_per_s": round(len(plans) / elapsed, 1),
@@ -242,7 +262,9 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[float,
             "plans_outstanding_mean": round(sum(o for *_, o in probes) / max(1, len(probes)), 1),
             "with_plans_outstanding": sum(1 for *_, o in probes if o > 0),
             "latency_ms": summary([s for s, c, o in probes if o > 0])},
-        "server_cpu_ms_per_answer": round(server_cpu_s * per_answer, 1) if server_cpu_s is not None else None,
+        "server_cpu_ms_per_answer": round(server_cpu_s[1] * per_answer, 1) if server_cpu_s else None,
+        "front_cpu_ms_per_request": (round(server_cpu_s[0] * 1000 / max(1, len(plans) + len(probes)), 2)
+                                     if server_cpu_s else None),
         "client_cpu_ms_per_request": round(sum(p["cpu_s"] for p in parts) * 1000 / max(1, len(plans)), 2),
         "target": {"p99_ms_at_most": P99_TARGET_MS, "refused_at_most": MAX_REFUSED, "held": held},
     }
@@ -313,7 +335,8 @@ def print_report(r: dict[str, Any]) -> None:
 
     print(f"{r['clients']} clients ({r['client_processes']} process(es)), {r['duration_s']} s, every request "
           f"distinct; {r['cores']} cores, load average {r['load_average_before'][0]} before, "
-          f"{r['load_average_after'][0]} after")
+          f"{r['load_average_after'][0]} after; CPU pressure (PSI some, 10 s) "
+          f"{r['cpu_pressure_some_avg10_before']}% before, {r['cpu_pressure_some_avg10_after']}% after")
     print(f"  {r['requests']} plan requests: {r['answered']} answered, {r['refused_503']} told to retry (503), "
           f"{r['failed']} failed {r['failures'] or ''}; {r['answers_per_s']} answers/s")
     print(line("latency, all", r["latency_ms_all"]))
@@ -322,7 +345,8 @@ def print_report(r: dict[str, Any]) -> None:
     e = r["estimates_during_plans"]
     print(line(f"estimates ({e['ok']}/{e['requests']} ok)", e["latency_ms"])
           + f"; {e['plans_outstanding_mean']} plans outstanding on average")
-    print(f"  CPU: server {r['server_cpu_ms_per_answer']} ms per answer (all its processes), "
+    print(f"  CPU: server {r['server_cpu_ms_per_answer']} ms per answer (all its processes), of which the "
+          f"server process {r['front_cpu_ms_per_request']} ms per request; "
           f"clients {r['client_cpu_ms_per_request']} ms per request")
     t = r["target"]
     print(f"  target (p99 of answers <= {t['p99_ms_at_most']:g} ms, <= {t['refused_at_most']:.0%} refused, "

@@ -30,7 +30,10 @@ from gpuwise.web.lanes import Busy, Lane, TooSlow, default_workers
 from gpuwise.web.params import Spec, UnknownParameterError
 from gpuwise.web.workers import WorkerLost
 
-LIGHT_THREADS = 4  # estimates, cards, models: milliseconds each, partly waiting on files
+# Estimates, cards, models: milliseconds each. Two processes, so one slow request (a hub lookup:
+# several requests of up to 10 s) leaves the other answering; apart from the server process,
+# whose event loop then shares its GIL with nothing.
+LIGHT_WORKERS = 2
 
 
 def status_of(err: GpuwiseError, path: str) -> int:
@@ -55,18 +58,19 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
 
 
 class Runner:
-    """Runs requests' work in two lanes (web/lanes.py): light work in threads here, plans in
-    worker processes (warmed before the server answers); results cached, identical requests in
-    flight computed once."""
+    """Runs requests' work in two lanes (web/lanes.py) of worker processes, warmed before the
+    server answers: light work (estimates, cards, models) and plans; the server process itself
+    only parses HTTP and passes bytes on. Results cached, identical requests in flight computed
+    once. `plan_processes=False`: both lanes in threads (tests of the app alone)."""
 
     def __init__(self, workers: int | None = None, timeout_s: float = COMPUTE_TIMEOUT_S, *,
                  plan_processes: bool = True, max_wait_s: float = MAX_WAIT_S) -> None:
         self.workers = workers or default_workers()
         self.timeout_s = timeout_s
-        self.light = Lane("light", LIGHT_THREADS, processes=False, max_wait_s=max_wait_s,
+        self.light = Lane("light", LIGHT_WORKERS, processes=plan_processes, max_wait_s=max_wait_s,
                           warm=calls.warm_light)
         self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s,
-                          warm=calls.warm_plans)
+                          warm=calls.warm_plans, batch=True)
         self.cache = calls.ResultCache()
         self._inflight: dict[Any, asyncio.Task[Any]] = {}
 
@@ -77,9 +81,10 @@ class Runner:
     def state(self) -> dict[str, Any]:
         return {"plan": self.heavy.state(), "light": self.light.state(), "cache_entries": len(self.cache)}
 
-    async def __call__(self, key: Any, fn: Callable[[], Any]) -> Any:
-        """The result of `fn()` in the light lane (cached under `key` unless it is None)."""
-        return await self._cached(key, self.light, fn)
+    async def __call__(self, key: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the light lane (cached under `key` unless it is None); `fn` and `args`
+        must pickle (a worker process runs it)."""
+        return await self._cached(key, self.light, fn, *args)
 
     async def plan(self, key: Any, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in the heavy lane: `fn` and `args` must pickle (a worker process runs it)."""
@@ -143,13 +148,14 @@ def _openapi(spec: Spec, post: bool) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def _add_pair(app: FastAPI, path: str, spec: Spec, call: Callable[[list[tuple[str, Any]]], Any],
-              runner: Runner, summary: str, heavy: Callable[[list[tuple[str, Any]]], bytes] | None = None) -> None:
-    """GET (query) and POST (JSON body) of one call; `heavy`: run in the plan lane's processes."""
+def _add_pair(app: FastAPI, path: str, spec: Spec, call: Callable[[list[tuple[str, Any]]], bytes],
+              runner: Runner, summary: str, heavy: bool = False) -> None:
+    """GET (query) and POST (JSON body) of one call (module level: a worker process runs it);
+    `heavy`: in the plan lane."""
     async def answer(items: list[tuple[str, Any]]) -> Response:
-        if heavy is not None:
-            return json_response(await runner.plan(_key(path, items), heavy, items))
-        return json_response(await runner(_key(path, items), lambda: encode(call(items))))
+        if heavy:
+            return json_response(await runner.plan(_key(path, items), call, items))
+        return json_response(await runner(_key(path, items), call, items))
 
     async def get(request: Request) -> Response:
         return await answer(request.query_params.multi_items())
@@ -164,11 +170,11 @@ def _add_pair(app: FastAPI, path: str, spec: Spec, call: Callable[[list[tuple[st
 
 
 def add_api(app: FastAPI, runner: Runner) -> None:
-    _add_pair(app, "/api/estimate", calls.estimate_spec(), calls.estimate, runner,
+    _add_pair(app, "/api/estimate", calls.estimate_spec(), calls.estimate_bytes, runner,
               "Memory per GPU and fit verdict: `gpuwise estimate --json`")
-    _add_pair(app, "/api/plan", calls.plan_spec(), calls.plan, runner,
-              "Ranked plans with why-not reasons: `gpuwise plan --json`", heavy=plan_bytes)
-    _add_pair(app, "/api/cards", calls.cards_spec(), calls.cards, runner,
+    _add_pair(app, "/api/plan", calls.plan_spec(), calls.plan_bytes, runner,
+              "Ranked plans with why-not reasons: `gpuwise plan --json`", heavy=True)
+    _add_pair(app, "/api/cards", calls.cards_spec(), calls.cards_bytes, runner,
               "GPU card catalog: `gpuwise cards --json`")
 
     @app.get("/api/health", tags=["api"], summary="Liveness, version and the work lanes' state")
@@ -177,16 +183,13 @@ def add_api(app: FastAPI, runner: Runner) -> None:
 
     @app.get("/api/models", tags=["api"], summary="Model presets: `gpuwise model --list --json`")
     async def presets() -> Response:
-        from gpuwise.cli.model_cmd import list_presets
-
-        return json_response(await runner("/api/models", lambda: encode(list_presets())))
+        return json_response(await runner("/api/models", calls.presets_bytes))
 
     @app.get("/api/models/{name:path}", tags=["api"], openapi_extra=_openapi(calls.model_spec(), False),
              summary="A model's architecture: `gpuwise model NAME --json`")
     async def model(name: str, request: Request) -> Response:
         items = request.query_params.multi_items()
-        return json_response(await runner(_key("/api/models/" + name, items),
-                                          lambda: encode(calls.model(name, items))))
+        return json_response(await runner(_key("/api/models/" + name, items), calls.model_bytes, name, items))
 
     judge_schema = {"type": "object", "additionalProperties": False, "required": ["raw"], "properties": {
         "raw": {"type": "object", "description": "the file written by `gpuwise verify --save`"},
@@ -199,4 +202,4 @@ def add_api(app: FastAPI, runner: Runner) -> None:
                   "application/json": {"schema": judge_schema}}}})
     async def judge(request: Request) -> Response:
         body = await json_body(request)
-        return json_response(await runner(None, lambda: calls.judge(body)))
+        return json_response(await runner(None, calls.judge_bytes, body))

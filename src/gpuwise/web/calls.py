@@ -146,10 +146,38 @@ def _plan_in() -> Spec:
     return _relaxed(plan_spec())
 
 
+def encoded(obj: Any) -> bytes:
+    return dumps(obj).encode("utf-8")  # strict JSON: no NaN or Infinity
+
+
+# The answers as JSON bytes: a worker process runs these (module level, so they pickle) and
+# encodes there, so the server process only passes the bytes on.
+
 def plan_bytes(items: list[tuple[str, Any]], strict: bool = True) -> bytes:
-    """The /api/plan answer (or the page's, `strict=False`) as JSON bytes: a plan worker process
-    runs this and encodes there, so the server only passes the bytes on."""
-    return dumps(plan(items, strict=strict)).encode("utf-8")  # strict JSON: no NaN or Infinity
+    """The /api/plan answer (or the page's, `strict=False`)."""
+    return encoded(plan(items, strict=strict))
+
+
+def estimate_bytes(items: list[tuple[str, Any]]) -> bytes:
+    return encoded(estimate(items))
+
+
+def cards_bytes(items: list[tuple[str, Any]]) -> bytes:
+    return encoded(cards(items))
+
+
+def model_bytes(name: str, items: list[tuple[str, Any]]) -> bytes:
+    return encoded(model(name, items))
+
+
+def presets_bytes() -> bytes:
+    from gpuwise.cli.model_cmd import list_presets
+
+    return encoded(list_presets())
+
+
+def judge_bytes(body: dict[str, Any]) -> bytes:
+    return encoded(judge(body))
 
 
 # A representative request, answered once by each worker before the server takes load: every
@@ -164,9 +192,13 @@ def warm_plans() -> None:
 
 
 def warm_light() -> None:
-    """The server process's warm-up for its light lane (estimates, cards, models)."""
+    """A light worker's warm-up (estimates, cards, models, the page's exported configs)."""
+    from gpuwise.web.view import emit_configs
+
     estimate(WARM_ESTIMATE)
     cards(())
+    presets_bytes()
+    emit_configs(plan(WARM_PLAN))
 
 
 def cards(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:

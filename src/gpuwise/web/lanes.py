@@ -1,11 +1,14 @@
 """Where the web server's work runs: two lanes, each bounded in concurrency, queue and time.
 
 - The light lane (estimates, cards, models, verify judgements: milliseconds of work) runs in
-  threads of the server process.
+  two worker processes of its own, at normal priority.
 - The heavy lane (plans: a search over the catalog, CPU-bound pure Python) runs in worker
-  processes (web/workers.py), one per core by default, warmed before the server answers, so
-  that a plan never holds the server process's GIL and an estimate never waits behind a plan.
-  All plans share one first-come, first-served queue in front of every worker.
+  processes, one per core by default, marked as batch work, so a waking estimate worker or
+  the server process is not kept waiting by them. All plans share one first-come,
+  first-served queue in front of every plan worker; an estimate never waits behind a plan.
+- Every worker process (web/workers.py) is warmed before the server answers; the server
+  process only parses HTTP and passes bytes on, so its GIL is never held by the work.
+  `processes=False` runs a lane in threads instead (tests).
 
 Admission counts work, not sockets: a lane admits a request while the queue ahead of it is
 expected to clear within `max_wait_s` (queued requests / workers x the lane's recent service
@@ -68,8 +71,10 @@ class Lane:
     """One pool of workers (threads, or processes) with a bounded, time-aware queue in front."""
 
     def __init__(self, name: str, workers: int, *, processes: bool, max_wait_s: float = MAX_WAIT_S,
-                 max_queue: int = MAX_QUEUE, warm: Callable[[], None] | None = load_catalogs) -> None:
-        self.name, self.workers, self.processes = name, workers, processes
+                 max_queue: int = MAX_QUEUE, warm: Callable[[], None] | None = load_catalogs,
+                 batch: bool = False) -> None:
+        """`batch`: its worker processes are CPU-bound batch work (web/workers.py)."""
+        self.name, self.workers, self.processes, self.batch = name, workers, processes, batch
         self.max_wait_s, self.max_queue, self.warm_fn = max_wait_s, max_queue, warm
         self.mean_s = FIRST_GUESS_S.get(name, 0.1)
         self.waiting = 0  # admitted, not yet running
@@ -163,7 +168,7 @@ class Lane:
 
     def _start(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self.workers, self.warm_fn)
+            self._pool = WorkerPool(self.workers, self.warm_fn, batch=self.batch)
         return self._pool
 
     async def warm(self) -> None:

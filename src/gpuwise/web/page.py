@@ -93,9 +93,8 @@ async def compute(items: list[tuple[str, str]], runner: Runner, lang: Lang,
     est = None
     if any(canonical(k) == "card" and v.strip() for k, v in items):
         est_items = _estimate_items(items)
-        est = await runner(_key("/page/estimate", est_items),
-                           lambda: calls.estimate(est_items, strict=False))
-    configs = await runner(_key("/page/emit", plan_items), lambda: emit_configs(plan))
+        est = await runner(_key("/page/estimate", est_items), calls.estimate, est_items, False)
+    configs = await runner(_key("/page/emit", plan_items), emit_configs, plan)
     return build_view(plan, est, configs, lang, L)
 
 

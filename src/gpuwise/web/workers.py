@@ -1,4 +1,4 @@
-"""Plan worker processes: spawned once, warmed before they take work, fed over one pipe each.
+"""Worker processes: spawned once, warmed before they take work, fed over one pipe each.
 
 Each worker is a spawned Python process that runs `warm()` (catalogs read, one plan computed,
 so every cache is filled) before it says it is ready, then runs one call at a time, sent over
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
@@ -50,14 +51,31 @@ def _answer(message: bytes) -> bytes:
                                                       "计算进程的结果无法传回。"))))
 
 
-def _main(conn: Connection, warm: Callable[[], None] | None) -> None:
+def _batch_priority() -> None:
+    """Mark this process CPU-bound (Linux SCHED_BATCH, no privilege needed): the same share of
+    the CPU by its nice value, but a waking worker does not preempt the server process, whose
+    event loop answers every connection. sched(7): "the scheduler will apply a small scheduling
+    penalty with respect to wakeup behavior"; kernel commit 91c234b4e341 "sched: do not
+    wakeup-preempt with SCHED_BATCH tasks". A raised nice value would instead starve the
+    workers on a shared machine."""
+    batch = getattr(os, "SCHED_BATCH", None)
+    if batch is not None:
+        try:
+            os.sched_setscheduler(0, batch, os.sched_param(0))
+        except OSError:
+            pass  # not allowed here: normal scheduling
+
+
+def _main(conn: Connection, warm: Callable[[], None] | None, batch: bool) -> None:
     """A worker's life: warm up, say ready, answer calls until the server closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C stops the server, which closes the pipe
+    if batch:
+        _batch_priority()
     if warm is not None:
         try:
             warm()
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only makes the first request slower
-            print(f"gpuwise: a plan worker's warm-up failed ({type(exc).__name__}); "
+            print(f"gpuwise: a worker's warm-up failed ({type(exc).__name__}); "
                   "its first request reads the catalogs instead.", file=sys.stderr)
     conn.send_bytes(READY)
     while True:
@@ -74,7 +92,8 @@ class Worker:
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
         ours, theirs = _ctx.Pipe()
-        self.process = _ctx.Process(target=_main, args=(theirs, pool.warm), daemon=True, name="gpuwise-plan")
+        self.process = _ctx.Process(target=_main, args=(theirs, pool.warm, pool.batch), daemon=True,
+                                    name="gpuwise-worker")
         self.process.start()
         theirs.close()
         self.conn = ours
@@ -129,8 +148,8 @@ class WorkerPool:
     (first come, first served: a newcomer never takes the worker a waiter was promised, which
     asyncio.Queue allows), else kept in `free`."""
 
-    def __init__(self, size: int, warm: Callable[[], None] | None) -> None:
-        self.size, self.warm = size, warm
+    def __init__(self, size: int, warm: Callable[[], None] | None, *, batch: bool = False) -> None:
+        self.size, self.warm, self.batch = size, warm, batch
         self.loop = asyncio.get_running_loop()
         self.free: deque[Worker] = deque()
         self.waiters: deque[asyncio.Future[Worker]] = deque()
