@@ -123,13 +123,15 @@ def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
     if obj.key != "per_hour":
         return Order(key)
     one_first = stage == "validate"
-    hourly: dict[tuple[str, int], float | None] = {}
+    made: dict[tuple[str, int], tuple[float, ...]] = {}
 
     def prefix(card: Card, gpus: int) -> tuple[float, ...]:
-        if (card.id, gpus) not in hourly:
+        found = made.get((card.id, gpus))
+        if found is None:
             cost = job_cost(card.id, gpus, provider=opts.provider, billing=opts.billing, offers=opts.offers)
-            hourly[card.id, gpus] = cost.per_hour if cost else None
-        return float(one_first and gpus > 1), _bucket(hourly[card.id, gpus]), gpus
+            found = made[card.id, gpus] = (float(one_first and gpus > 1),
+                                           _bucket(cost.per_hour if cost else None), gpus)
+        return found
 
     def known(k: tuple[float, ...]) -> tuple[float, ...]:
         return k[0], k[2], k[3]  # the key without its headroom tier and speed

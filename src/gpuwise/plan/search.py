@@ -168,6 +168,8 @@ def _serving(model: ModelArch, w: Workload, card: Card, t: Targets,
     per_node = card.max_gpus_per_node
     offloads = ("none", "cpu") if t.allow_offload else ("none",)
     for tp in (n for n in COUNTS if n <= per_node and model.num_heads % n == 0):
+        engines = [shapes.deployment(card, gpus=tp, offload=off, engine=t.engine, engine_version=t.engine_version)
+                   for off in offloads]
         for replicas in (t.replicas,) if t.replicas else REPLICAS:
             if replicas > w.concurrency:
                 break  # an engine with no user of its own
@@ -175,9 +177,8 @@ def _serving(model: ModelArch, w: Workload, card: Card, t: Targets,
             nodes = -(-replicas // per_node_replicas)
             if nodes > (1 if per_node == 1 else MAX_NODES):
                 break
-            for off in offloads:
-                yield shapes.deployment(card, gpus=tp, offload=off, engine=t.engine,
-                                        engine_version=t.engine_version), replicas, nodes
+            for d in engines:
+                yield d, replicas, nodes
 
 
 def _training(w: Workload, card: Card, t: Targets, shapes: Shapes) -> Iterator[Deployment]:
