@@ -108,3 +108,21 @@ def test_torchtitan_under_pipeline_parallelism_keeps_each_stage_unsharded() -> N
     assert items["zero3_gather"] >= 0.9 * stage * 2  # bf16, the whole stage, not two layers
     assert items["gradients"] >= 0.9 * stage * 4  # fp32, unsharded until the last micro-batch
     assert {i["name"]: i["bytes"] for i in flat["items"]}["zero3_gather"] < items["zero3_gather"] / 5
+
+
+def test_torchtune_full_fine_tuning_takes_the_distributed_recipe_optimizer_on_several_gpus() -> None:
+    fw = find_framework("torchtune")
+    one, _ = resolve_knobs(fw, "full", multi_gpu=False, explicit={})
+    many, _ = resolve_knobs(fw, "full", multi_gpu=True, explicit={})
+    assert (one["optimizer"], one["optimizer_in_backward"]) == ("paged-adamw8bit", True)
+    assert (many["optimizer"], many["optimizer_in_backward"]) == ("adamw", False)
+    lora, _ = resolve_knobs(fw, "lora", multi_gpu=True, explicit={})
+    assert lora["optimizer"] == fw.optimizer
+
+
+def test_offloaded_gradients_leave_the_gpu_with_the_optimizer_states() -> None:
+    def grads(offload: str) -> float:
+        r = estimate_json(EstimateRequest(model="llama-3.1-70b", card="a100-80gb-sxm", gpus=8, task="full",
+                                          framework="torchtune", zero=3, offload=offload, seq_len=2048))
+        return float(r["memory"]["gradients"])
+    assert grads("cpu") < grads("none") / 5

@@ -49,6 +49,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "grad_ckpt_pretrain": _F("str"), "activation_offload": _F("bool", required=True),
     "optimizer": _F("str", required=True, choices=OPTIMIZERS), "optimizer_full": _F("str", choices=OPTIMIZERS),
     "optimizer_in_backward": _F("bool", required=True), "optimizer_in_backward_full": _F("bool"),
+    "optimizer_full_multi_gpu": _F("str", choices=OPTIMIZERS), "optimizer_in_backward_full_multi_gpu": _F("bool"),
     "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
     "master_weights": _F("str", required=True, choices=("fp32", "none")),
     "master_weights_full": _F("str", choices=("fp32", "none")),
@@ -96,6 +97,8 @@ class Framework:
     grad_ckpt_pretrain: str | None = None
     optimizer_full: str | None = None
     optimizer_in_backward_full: bool | None = None
+    optimizer_full_multi_gpu: str | None = None  # the distributed full recipe's, where it differs
+    optimizer_in_backward_full_multi_gpu: bool | None = None
     fix_checkpointing: str | None = None
     fix_activation_offload: str | None = None
     fix_fused_loss: str | None = None
@@ -173,10 +176,15 @@ def resolve_knobs(fw: Framework, task: str, *, multi_gpu: bool,
         else fw.grad_ckpt
     in_bwd = fw.optimizer_in_backward_full if full and fw.optimizer_in_backward_full is not None \
         else fw.optimizer_in_backward
+    optimizer = (fw.optimizer_full or fw.optimizer) if full else fw.optimizer
+    if full and multi_gpu:  # distributed full recipes (torchtune full_finetune_distributed) differ
+        optimizer = fw.optimizer_full_multi_gpu or optimizer
+        if fw.optimizer_in_backward_full_multi_gpu is not None:
+            in_bwd = fw.optimizer_in_backward_full_multi_gpu
     base: dict[str, Any] = {
         "loss": fw.loss, "grad_ckpt": ckpt, "activation_offload": fw.activation_offload,
-        "optimizer": (fw.optimizer_full or fw.optimizer) if full else fw.optimizer,
-        "optimizer_in_backward": in_bwd, "packing": fw.packing, "compile": fw.compile, "float8": False,
+        "optimizer": optimizer, "optimizer_in_backward": in_bwd, "packing": fw.packing, "compile": fw.compile,
+        "float8": False,
     }
     chosen = {k: explicit[k] for k in KNOBS if explicit.get(k) is not None}
     return {**base, **chosen}, tuple(k for k in KNOBS if k not in chosen and k != "float8")

@@ -208,11 +208,13 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     host = HostMemory(cpu_ram=paged * d.gpus)
-    if d.offload != "none":
-        moved = optimizer + (weights if d.zero == 3 else 0.0)
+    if d.offload != "none":  # the sharded gradients go down too (DeepSpeed offload_optimizer, FSDP2
+        # CPUOffloadPolicy): the GPU keeps the gradient of the layer being reduced, unsharded
+        moved = optimizer + (weights if d.zero == 3 else 0.0) + grads * p.grad / split
         host = HostMemory(cpu_ram=host.cpu_ram + (moved * d.gpus if d.offload == "cpu" else 0.0),
                           nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
         optimizer, weights = 0.0, weights if d.zero < 3 else 0.0
+        grads = min(grads, (counts.total - counts.embedding) / model.num_layers * d.pp)  # /split below: TP share
     gather = 0.0
     if d.zero == 3 and dp > 1 or fw.fp32_sharded_params and not peft:  # FSDP unshards two layers at a time
         # in the dtype it stores: bf16, or for QLoRA the packed 4-bit base with its scales (torchao's
