@@ -14,8 +14,9 @@ from gpuwise.catalog.prices import PriceOffer
 from gpuwise.catalog.sources import load_model
 from gpuwise.estimate.api import CostOptions
 from gpuwise.estimate.workload import Workload
+from gpuwise.plan.build import candidate_ranges
 from gpuwise.plan.fast import search
-from gpuwise.plan.rank import PlanResult, plan, search_order
+from gpuwise.plan.rank import PlanResult, objective_for, plan, search_order
 from gpuwise.plan.search import Targets
 from gpuwise.service import PlanRequest, _plan_cards, plan_json, plan_request_parts
 
@@ -90,3 +91,24 @@ def test_plan_1_names_the_tight_variant_of_its_card_that_would_otherwise_have_wo
         else:
             assert "preferred to" not in result.reasons[0].en
     assert named, "no request here had a tight variant that would have won: pick others"
+
+
+@pytest.mark.parametrize("req", [
+    PlanRequest(model="llama-3.1-8b", context=8192, concurrency=8, cards="h100-sxm,rtx-4090,l40s,t4"),
+    PlanRequest(model="mixtral-8x7b", engine="sglang", cards="h100-sxm,a100-80gb-sxm"),
+    PlanRequest(model="qwen2.5-7b", task="lora", cards="rtx-4090,a100-40gb-sxm"),
+    PlanRequest(model="llama-3.1-8b", task="full", cards="h100-sxm,a100-80gb-sxm"),
+    PlanRequest(model="qwen2.5-32b", task="qlora", cards="rtx-4090,l40s"),
+], ids=["vllm", "sglang", "lora", "full", "qlora"])
+def test_the_ranking_reads_the_same_memory_range_as_the_plan_it_writes(req: PlanRequest) -> None:
+    """Candidate.required_high (the ranking's tier) is the band `gpuwise estimate` and the plan
+    JSON give memory.required, for every configuration tried."""
+    model, w, t, opts = plan_request_parts(req)
+    cards, _ = _plan_cards(req)
+    order = search_order(objective_for(t.objective, t.stage, w, opts), t.stage, opts)
+    by_card, _ = search(model, w, cards, t, opts, order)
+    tried = [c for x in by_card.values() for c in x]
+    assert tried
+    for c in tried:
+        band = candidate_ranges(c, model).get("memory.required")
+        assert c.required_high == (band.high if band else None)

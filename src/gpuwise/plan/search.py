@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from gpuwise.estimate.api import (
 )
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
-from gpuwise.estimate.ranges import ranges_for
+from gpuwise.estimate.ranges import Cell, band, find_cell
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -100,12 +101,13 @@ class Candidate:
     @functools.cached_property
     def required_high(self) -> float | None:
         """The top of the 80 % band of the memory it needs per GPU, as `gpuwise estimate` gives it
-        (estimate/ranges.py; that band depends on the required bytes alone)."""
+        (estimate/ranges.py `ranges_for`, which neither caps nor floors this band)."""
         d, w = self.deployment, self.workload
-        band = ranges_for({"memory.required": self.memory.breakdown.required}, training=w.is_training,
-                          engine=d.engine, family=d.card.family, task=w.task,
-                          framework=w.framework).get("memory.required")
-        return band.high if band else None
+        required = self.memory.breakdown.required
+        cell = _memory_cell(w.is_training, d.engine, d.card.family, w.task, w.framework)
+        if cell is None or not math.isfinite(required) or required <= 0:
+            return None
+        return band(required, cell).high
 
     @property
     def tight(self) -> bool:
@@ -124,6 +126,13 @@ class Candidate:
         return self.gpus_total // self.nodes
 
 
+@functools.lru_cache(maxsize=256)
+def _memory_cell(training: bool, engine: str, family: str, task: str, framework: str) -> Cell | None:
+    """The fitted band `ranges_for` gives memory.required in this regime."""
+    return find_cell("memory", "training" if training else engine, family,
+                     task=task if training else "", framework=framework if training else "")
+
+
 def precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     if w.task == "qlora":
         return ("nf4",)
@@ -137,6 +146,14 @@ def precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     if t.weights == "any" or t.low_bit:
         ladder += [f for f in LOW_BIT_FORMATS if f != base]
     return tuple(dict.fromkeys(ladder))
+
+
+# Deployments outlive a request: they are values of the card and a few settings, which the
+# catalog's cards (parsed once) share with every request. Keyed by the card's identity, the
+# card pinned beside it so that identity is never reused; cleared when full (a cards file makes
+# new cards each time).
+_DEPLOYMENTS: dict[tuple[object, ...], tuple[Card, Deployment]] = {}
+_DEPLOYMENTS_MAX = 8192
 
 
 class Shapes:
@@ -153,12 +170,15 @@ class Shapes:
             found = self._made[key] = dataclasses.replace(w, **change)
         return found
 
-    def deployment(self, card: Card, **given: Any) -> Deployment:
+    @staticmethod
+    def deployment(card: Card, **given: Any) -> Deployment:
         key = (id(card), *given.items())
-        found = self._made.get(key)
+        found = _DEPLOYMENTS.get(key)
         if found is None:
-            found = self._made[key] = Deployment(card=card, **given)
-        return found
+            if len(_DEPLOYMENTS) >= _DEPLOYMENTS_MAX:
+                _DEPLOYMENTS.clear()
+            found = _DEPLOYMENTS[key] = (card, Deployment(card=card, **given))
+        return found[1]
 
 
 def _serving(model: ModelArch, w: Workload, card: Card, t: Targets,
