@@ -16,7 +16,7 @@ from typing import Any
 # stuck to it); any other run of non-space characters is a word.
 _CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
 _OPEN = "（「『【《“‘"
-_CLOSE = "。，、；：！？）」』】》”’"
+_CLOSE = "。，、；：！？）」』】》”’,.;:!?)"  # ASCII ones too: "关, packing" never starts a line with ","
 _TOKEN = re.compile(f"[{_OPEN}]*(?![{_OPEN}{_CLOSE}])[{_CJK}][{_CLOSE}]*|[{_OPEN}]*[^\\s{_CJK}]+[{_CLOSE}]*")
 
 
