@@ -79,11 +79,15 @@ PLAN = "/api/plan?model=qwen3-0.6b&top=1&context="
 
 def test_the_server_starts_one_warm_plan_worker_process_per_core_by_default(server: tuple[Any, int]) -> None:
     c, pid = server
-    plan = _health(c)["plan"]
+    lanes = _health(c)
+    plan, light = lanes["plan"], lanes["light"]
     cores = len(os.sched_getaffinity(0))
     assert (plan["kind"], plan["workers"], plan["ready"], len(plan["pids"])) == ("processes", cores, cores, cores)
+    assert (light["kind"], light["ready"]) == ("processes", light["workers"])  # estimates apart from plans
     children = {int(x) for task in Path(f"/proc/{pid}/task").iterdir() for x in (task / "children").read_text().split()}
-    assert set(plan["pids"]) <= children  # processes of the server itself, warm before it answered
+    assert set(plan["pids"]) | set(light["pids"]) <= children  # the server's own, warm before it answered
+    assert not set(plan["pids"]) & set(light["pids"])
+    assert plan["mean_ms"] > 0 and plan["answered"] == 0  # timed on a warm-up call, not guessed
     assert c.get(PLAN + "4096").status_code == 200
 
 

@@ -68,9 +68,9 @@ class Runner:
         self.workers = workers or default_workers()
         self.timeout_s = timeout_s
         self.light = Lane("light", LIGHT_WORKERS, processes=plan_processes, max_wait_s=max_wait_s,
-                          warm=calls.warm_light)
+                          warm=calls.warm_light, probe=(calls.estimate_bytes, (list(calls.WARM_ESTIMATE),)))
         self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s,
-                          warm=calls.warm_plans, batch=True)
+                          warm=calls.warm_plans, batch=True, probe=(calls.plan_bytes, (list(calls.PROBE_PLAN),)))
         self.cache = calls.ResultCache()
         self._inflight: dict[Any, asyncio.Task[Any]] = {}
 

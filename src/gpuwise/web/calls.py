@@ -183,6 +183,7 @@ def judge_bytes(body: dict[str, Any]) -> bytes:
 # A representative request, answered once by each worker before the server takes load: every
 # catalog (cards, prices, engines, efficiencies, presets) read and every module imported.
 WARM_PLAN = (("model", "llama-3.1-8b"), ("top", "1"))
+PROBE_PLAN = (("model", "qwen3-8b"), ("context", "8192"), ("concurrency", "8"), ("top", "5"))  # timed, warm
 WARM_ESTIMATE = (("model", "llama-3.1-8b"), ("card", "H100-SXM"))
 
 

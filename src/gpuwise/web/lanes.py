@@ -30,12 +30,14 @@ from typing import Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
-from gpuwise.web.defaults import MAX_WAIT_S
+from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
 from gpuwise.web.workers import Worker, WorkerPool
 
 MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
 FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
-_EWMA = 0.05  # weight of the newest service time in the running mean (plans vary 4x in cost)
+# Weight of the newest service time in the running mean: plans vary ~4x in cost, and the
+# expected wait sums the ~100 ahead, so the mean need not follow each one.
+_EWMA = 0.1
 
 
 class Busy(GpuwiseError):
@@ -72,10 +74,11 @@ class Lane:
 
     def __init__(self, name: str, workers: int, *, processes: bool, max_wait_s: float = MAX_WAIT_S,
                  max_queue: int = MAX_QUEUE, warm: Callable[[], None] | None = load_catalogs,
-                 batch: bool = False) -> None:
-        """`batch`: its worker processes are CPU-bound batch work (web/workers.py)."""
+                 batch: bool = False, probe: tuple[Callable[..., Any], tuple[Any, ...]] | None = None) -> None:
+        """`batch`: its worker processes are CPU-bound batch work (web/workers.py); `probe`: a
+        representative call, timed on each warm worker to start the mean service time."""
         self.name, self.workers, self.processes, self.batch = name, workers, processes, batch
-        self.max_wait_s, self.max_queue, self.warm_fn = max_wait_s, max_queue, warm
+        self.max_wait_s, self.max_queue, self.warm_fn, self.probe = max_wait_s, max_queue, warm, probe
         self.mean_s = FIRST_GUESS_S.get(name, 0.1)
         self.waiting = 0  # admitted, not yet running
         self.running = 0
@@ -178,6 +181,20 @@ class Lane:
             await self._start().wait_ready()
         elif self.warm_fn is not None and self._threads is not None:
             await asyncio.wrap_future(self._threads.submit(self.warm_fn))
+        if self.probe is not None:
+            await self._time_probe(*self.probe)
+
+    async def _time_probe(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """The mean service time measured, not guessed: one representative call on each (idle)
+        worker at once, queue-free, timed with its round trip."""
+        async def timed() -> float:
+            began = time.monotonic()
+            await self.run(COMPUTE_TIMEOUT_S, fn, *args)
+            return time.monotonic() - began
+
+        times = await asyncio.gather(*(timed() for _ in range(self.workers)))
+        self.mean_s = sum(times) / len(times)
+        self.answered -= len(times)  # /api/health counts requests only
 
     def state(self) -> dict[str, Any]:
         """What /api/health reports of this lane."""
