@@ -365,7 +365,8 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     plans = ranked[:top]
     winner = plans[0] if plans else None
     shown = {c.deployment.card.id for c in plans}
-    unpriced_ids = {c.deployment.card.id for c in heads if c not in rankable}
+    ranked_ids = {id(c) for c in rankable}  # by identity: a candidate's == compares its whole estimate
+    unpriced_ids = {c.deployment.card.id for c in heads if id(c) not in ranked_ids}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
     rejected += [why_not(card, by_card[card.id], winner, obj, model) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
