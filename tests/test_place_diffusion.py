@@ -51,7 +51,7 @@ def test_the_parts_add_up_to_the_whole_pipeline_weights() -> None:
     model, job = load_diffusion("flux.1-dev"), ImageJob(1024, 1024, steps=20, weights="fp8")
     parts = split_pipeline(model, job, CARD)
     assert sum(p.weights_bytes for p in parts.values()) == estimate_memory(model, job).weights_total
-    assert parts["denoiser"].weights_bytes == model.denoiser.params  # fp8: one byte a parameter
+    assert model.denoiser.params < parts["denoiser"].weights_bytes < 2 * model.denoiser.params  # fp8, norms bf16
     assert parts["text_encoder"].components == ("text_encoder", "text_encoder_2")
 
 

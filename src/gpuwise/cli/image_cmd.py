@@ -61,6 +61,11 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     c.print(t)
     phases = " · ".join(f"{_PHASES[k][1 if zh else 0]} {fmt_gib(v)}" for k, v in m["phases"].items())
     c.print(("各阶段：" if zh else "phases: ") + phases)
+    if m.get("reserved_peak", 0) > m.get("allocated_peak", 0):
+        c.print(f"PyTorch 缓存分配器峰值约 {fmt_gib(m['reserved_peak'])}（张量 {fmt_gib(m['allocated_peak'])}；"
+                "显存充裕时 nvidia-smi 还会多显示这部分缓存，紧张时它会先释放缓存再重试）" if zh else
+                f"allocator pool at the peak ~{fmt_gib(m['reserved_peak'])} (tensors {fmt_gib(m['allocated_peak'])}; "
+                "nvidia-smi shows the cache too while memory is plentiful, PyTorch frees it before an OOM)")
     head = r["headroom_bytes"]
     c.print((f"[bold green]{'放得下' if zh else 'FITS'}[/] — "
              f"{'余量' if zh else 'headroom'} {fmt_gib(head)}") if r["fits"]

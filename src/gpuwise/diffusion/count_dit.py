@@ -129,3 +129,70 @@ def cogvideox(cfg: dict[str, Any]) -> int:
     norm_zero = _lin(t, 6 * d) + 2 * d  # CogVideoXLayerNormZero: linear + affine LayerNorm
     per = 2 * norm_zero + 4 * _lin(d, d) + 4 * hd + _ff(d, 4 * d)  # q k v out, LayerNorm qk-norms
     return n + cfg_int(cfg, "num_layers") * per + 2 * d + _lin(t, 2 * d) + 2 * d + _lin(d, p * p * out)
+
+
+def layerwise_kept(class_name: str, cfg: dict[str, Any]) -> int:
+    """Parameters diffusers' FP8 layerwise casting leaves in the compute dtype: every module whose name
+    matches a skip pattern (hooks/layerwise_casting.py DEFAULT_SKIP_MODULES_PATTERN = ("pos_embed",
+    "patch_embed", "norm", "^proj_in$", "^proj_out$") plus the model's _skip_layerwise_casting_patterns).
+    "norm" catches the AdaLN modulation linears (norm1.linear, norm1_context.linear, norm.linear,
+    norm_out.linear), which in FLUX.1 hold 3.2B of the 11.9B parameters."""
+    if class_name not in _KEPT:
+        return 0
+    return _KEPT[class_name](cfg)
+
+
+def _flux_kept(cfg: dict[str, Any]) -> int:
+    d, hd = _dims(cfg)
+    double = 2 * _lin(d, 6 * d) + 4 * hd  # norm1.linear, norm1_context.linear, attn.norm_q/k (+ _added)
+    single = _lin(d, 3 * d) + 2 * hd
+    return cfg_int(cfg, "num_layers") * double + cfg_int(cfg, "num_single_layers") * single + _lin(d, 2 * d)
+
+
+def _sd3_kept(cfg: dict[str, Any]) -> int:
+    d, hd = _dims(cfg)
+    p, cin = cfg_int(cfg, "patch_size", 2), cfg_int(cfg, "in_channels", 16)
+    layers, dual = cfg_int(cfg, "num_layers"), set(cfg.get("dual_attention_layers") or ())
+    qk = 4 * hd if cfg.get("qk_norm") else 0
+    n = cin * p * p * d + d + cfg_int(cfg, "pos_embed_max_size", 0) ** 2 * d  # pos_embed (patch conv + table)
+    for i in range(layers):
+        last = i == layers - 1
+        n += _lin(d, (9 if i in dual else 6) * d) + (_lin(d, 2 * d) if last else _lin(d, 6 * d)) + qk
+    return n + _lin(d, 2 * d)  # norm_out
+
+
+def _hunyuan_kept(cfg: dict[str, Any]) -> int:
+    d, hd = _dims(cfg)
+    pt, p = cfg_int(cfg, "patch_size_t", 1), cfg_int(cfg, "patch_size", 2)
+    cin, text = cfg_int(cfg, "in_channels", 16), cfg_int(cfg, "text_embed_dim", 4096)
+    refiner_block = 2 * d + 4 * _lin(d, d) + 2 * d + _ff(d, 4 * d) + _lin(d, 2 * d)
+    context = _timestep(256, d) + _lin(text, d) + _lin(d, d) + _lin(text, d)
+    context += cfg_int(cfg, "num_refiner_layers", 2) * refiner_block  # context_embedder: the token refiner
+    n = cin * pt * p * p * d + d + context  # x_embedder
+    n += cfg_int(cfg, "num_layers") * (2 * _lin(d, 6 * d) + 4 * hd)
+    n += cfg_int(cfg, "num_single_layers") * (_lin(d, 3 * d) + 2 * hd)
+    return n + _lin(d, 2 * d)
+
+
+def _wan_kept(cfg: dict[str, Any]) -> int:
+    d, _ = _dims(cfg)
+    patch = cfg_ints(cfg, "patch_size")
+    n = cfg_int(cfg, "in_channels") * patch[0] * patch[1] * patch[2] * d + d  # patch_embedding
+    n += _timestep(cfg_int(cfg, "freq_dim", 256), d) + _lin(d, 6 * d)  # condition_embedder: time, time_proj
+    n += _lin(cfg_int(cfg, "text_dim"), d) + _lin(d, d)  # condition_embedder: text
+    per = 2 * 2 * d + (2 * d if cfg.get("cross_attn_norm", True) else 0)  # norm_q/norm_k x 2 attentions, norm2
+    return n + cfg_int(cfg, "num_layers") * per
+
+
+def _cogvideox_kept(cfg: dict[str, Any]) -> int:
+    d, hd = _dims(cfg)
+    t = cfg_int(cfg, "time_embed_dim", 512)
+    p, cin = cfg_int(cfg, "patch_size", 2), cfg_int(cfg, "in_channels", 16)
+    n = cin * p * p * d + d + _lin(cfg_int(cfg, "text_embed_dim", 4096), d)  # patch_embed
+    per = 2 * (_lin(t, 6 * d) + 2 * d) + 4 * hd  # norm1, norm2 (CogVideoXLayerNormZero), qk norms
+    return n + cfg_int(cfg, "num_layers") * per + 2 * d + _lin(t, 2 * d) + 2 * d  # norm_final, norm_out
+
+
+_KEPT = {"FluxTransformer2DModel": _flux_kept, "SD3Transformer2DModel": _sd3_kept,
+         "HunyuanVideoTransformer3DModel": _hunyuan_kept, "WanTransformer3DModel": _wan_kept,
+         "CogVideoXTransformer3DModel": _cogvideox_kept}

@@ -93,6 +93,7 @@ class DiffusionEstimate:
                     "vae_slicing": j.vae_slicing, "te_cpu": j.te_cpu, "latent_tokens": geo.image_tokens,
                     "text_tokens": geo.text_tokens},
             "memory": {"required": m.required, "peak_phase": m.peak_phase, "weights_total": m.weights_total,
+                       "allocated_peak": m.allocated_peak, "reserved_peak": m.reserved_peak,
                        "items": [{"name": x.name, "bytes": x.bytes, "why": x.why.en, "why_zh": x.why.zh}
                                  for x in m.lines],
                        "phases": {p.phase: p.bytes for p in m.phases}, "host_ram": m.host_bytes,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuwise.diffusion.count_dit import layerwise_kept
 from gpuwise.diffusion.job import Geometry, ImageJob, cfg_passes, constants, geometry
 from gpuwise.diffusion.pipeline import Component, DiffusionModel
 from gpuwise.estimate.constants import runtime_overhead_bytes
@@ -20,6 +21,7 @@ from gpuwise.i18n import Text
 
 Phase = Literal["encode", "denoise", "decode"]
 _BNB = ("nf4", "int8")  # bitsandbytes: Linear layers only; T5's wo kept in fp32
+_TORCH_DTYPES = ("fp32", "fp16", "bf16")  # a pipeline's torch_dtype
 _JOINT = ("FluxTransformer2DModel", "SD3Transformer2DModel", "HunyuanVideoTransformer3DModel",
           "CogVideoXTransformer3DModel")  # text tokens join the image tokens in attention
 
@@ -42,10 +44,12 @@ class DiffusionMemory:
     lines: tuple[MemLine, ...]  # the peak phase, line by line
     phases: tuple[PhasePeak, ...]
     peak_phase: Phase
-    required: int  # bytes on the GPU at the peak
+    required: int  # bytes the GPU must hold at the peak: the allocated peak + the CUDA context
     weights_total: int  # every component's weights at its precision
     host_bytes: int  # weights held in CPU RAM by the offload mode
     streamed_per_call: int  # weight bytes crossing PCIe per denoiser call (sequential, group, lowvram)
+    allocated_peak: int = 0  # tensors at the peak (torch.cuda.max_memory_allocated)
+    reserved_peak: int = 0  # the caching allocator's pool then (torch.cuda.max_memory_reserved)
 
     def line(self, name: str) -> int:
         return sum(x.bytes for x in self.lines if x.name == name)
@@ -57,13 +61,16 @@ def _bpp(precision: str) -> float:
 
 def precision_of(model: DiffusionModel, comp: Component, job: ImageJob) -> str:
     """The precision a component is held in: the denoiser --weights, the large text encoder
-    --te-weights, everything else bf16 ("auto": the stored dtype, else bf16)."""
+    --te-weights, everything else bf16 ("auto": the stored dtype, else bf16). A plain float
+    --weights (fp32, fp16, bf16) is the pipeline's torch_dtype: from_pretrained(torch_dtype=...)
+    loads every component in it, so the others follow unless told otherwise."""
+    follows = job.weights if job.weights in _TORCH_DTYPES else "auto"
     if comp.role == "denoiser":
         chosen = job.weights
     elif comp.role == "text_encoder" and comp.params > 1e9:
-        chosen = job.te_weights
+        chosen = job.te_weights if job.te_weights != "auto" else follows
     else:
-        chosen = "auto"
+        chosen = follows
     if chosen != "auto":
         return chosen
     if f"gguf:{comp.stored_dtype}" in constants()["precision"]:  # a GGUF file's main ggml type
@@ -83,6 +90,9 @@ def weight_bytes(comp: Component, precision: str, stored_ok: bool = True) -> int
     if comp.role == "text_encoder" and precision in _BNB:
         emb = int(c.get("vocab_size", 0)) * comp.width  # embeddings are not Linear layers: bf16
         return int(emb * 2 + (comp.params - emb) * _bpp(precision))
+    if precision == "fp8" and comp.role == "denoiser":  # layerwise casting skips the *norm* modules
+        kept = min(comp.params, layerwise_kept(comp.class_name, c))
+        return int(kept * 2 + (comp.params - kept) * _bpp(precision))
     return int(comp.params * _bpp(precision))
 
 
@@ -148,7 +158,7 @@ def vae_decode_bytes(model: DiffusionModel, job: ImageJob) -> int:
     h, w = (min(job.height, tile), min(job.width, tile)) if job.vae_tiling else (job.height, job.width)
     frames = min(job.frames, int(k["frames_per_pass"].get(vae.class_name, 1)))
     samples = 1 if (job.vae_slicing and not video) else job.batch
-    element = 4 if vae_upcast(model, job) else 2
+    element = 4 if vae_upcast(model, job) or precision_of(model, vae, job) == "fp32" else 2
     decode = frames * h * w // div * (c_in + c_out) * element * (fixed + per * samples)
     output = job.batch * job.frames * 3 * job.height * job.width * 2  # the decoded frames, bf16
     return int(decode + output)
@@ -224,7 +234,17 @@ def estimate_memory(model: DiffusionModel, job: ImageJob, usable: int = 0) -> Di
     host = 0 if job.offload == "none" and job.runtime == "diffusers" else sum(wb.values())
     if job.te_cpu:
         host += sum(weight_bytes(c, precision_of(model, c, job)) for c in model.by_role("text_encoder"))
-    return DiffusionMemory(lines, tuple(phases), peak.phase, peak.bytes + runtime, sum(wb.values()), host, streamed)
+    return DiffusionMemory(lines, tuple(phases), peak.phase, peak.bytes + runtime, sum(wb.values()), host, streamed,
+                           peak.bytes, _reserved(phases, transients["decode"][2]))
+
+
+def _reserved(phases: list[PhasePeak], decode: int) -> int:
+    """The allocator's pool at the peak: the decode frees and allocates full-resolution tensors of
+    changing sizes, so its blocks stay cached beside the ones in use ([vae] reserved_cache_factor);
+    PyTorch frees that cache and retries before it reports out-of-memory, so the fit is judged on
+    the allocated peak."""
+    factor = float(constants()["vae"]["reserved_cache_factor"])
+    return max(p.bytes + (int(factor * decode) if p.phase == "decode" else 0) for p in phases)
 
 
 def _why_weights(model: DiffusionModel, name: str, job: ImageJob, full: int, resident: int) -> Text:

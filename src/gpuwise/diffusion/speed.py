@@ -84,7 +84,7 @@ def estimate_speed(model: DiffusionModel, job: ImageJob, card: Card, mem: Diffus
     rates = card_rates(card, calibration)
     lin_frac, attn_frac = _fractions(card, rates.prefill)
     if model.denoiser.class_name == "UNet2DConditionModel":
-        lin_frac = rates.gemm  # large batched convolutions ([efficiency] unet_linear)
+        lin_frac = rates.gemm * float(constants()["efficiency"]["unet_gemm_share"])  # convolutions + attention
     rate = peak * 1e12 * lin_frac
     factor = float(constants()["precision"][precision_of(model, model.denoiser, job)]["speed_factor"])
     samples, calls = cfg_passes(model, job)
@@ -97,7 +97,7 @@ def estimate_speed(model: DiffusionModel, job: ImageJob, card: Card, mem: Diffus
     elif job.offload == "lowvram":
         call_s += stream_s / float(constants()["runtime"]["lowvram_stream_efficiency"])
     elif job.offload == "sequential":
-        call_s += stream_s / float(constants()["runtime"]["pageable_transfer_efficiency"])
+        call_s += stream_s / float(constants()["runtime"]["sequential_transfer_efficiency"])
     step_s = call_s * calls
     text_tokens = {n: t for n, t in model.text_tokens.items()}
     prompts = 2 if calls * samples > job.batch else 1  # negative prompt too
@@ -109,7 +109,7 @@ def estimate_speed(model: DiffusionModel, job: ImageJob, card: Card, mem: Diffus
     if job.offload == "model" or (job.runtime == "comfyui" and job.offload == "none" and mem.host_bytes):
         moved = sum(weight_bytes(c, precision_of(model, c, job)) for c in model.components
                     if not (job.te_cpu and c.role == "text_encoder"))
-        transfer_s = 2 * moved / (rates.pcie_h2d * float(constants()["runtime"]["pageable_transfer_efficiency"]))
+        transfer_s = 2 * moved / (rates.pcie_h2d * float(constants()["runtime"]["model_offload_transfer_efficiency"]))
     denoise_s = step_s * job.steps
     total = text_s + denoise_s + vae_s + transfer_s
     return DiffusionSpeed(call_flops, step_s, denoise_s, text_s, vae_s, transfer_s, total, total / job.batch,
