@@ -126,3 +126,15 @@ def test_offloaded_gradients_leave_the_gpu_with_the_optimizer_states() -> None:
                                           framework="torchtune", zero=3, offload=offload, seq_len=2048))
         return float(r["memory"]["gradients"])
     assert grads("cpu") < grads("none") / 5
+
+
+def test_hf_qlora_keeps_the_non_4bit_parameters_and_the_residual_stream_in_fp32() -> None:
+    def mem(fw: str) -> dict[str, float]:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="qlora", framework=fw,
+                                          grad_ckpt="full", seq_len=4096))
+        return {i["name"]: float(i["bytes"]) for i in r["memory"]["items"]}
+    hf, lf = mem("hf"), mem("llama-factory")
+    embed_and_head = 2 * 128256 * 4096
+    assert hf["weights"] - lf["weights"] == pytest.approx(2 * embed_and_head, rel=0.01)  # 2 more bytes each
+    ckpt_inputs = 32 * 4096 * 4096 * 2  # bf16 checkpointed layer inputs
+    assert hf["activations"] - lf["activations"] >= 0.9 * ckpt_inputs  # fp32 doubles them

@@ -58,7 +58,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
-    "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"),
+    "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -111,6 +111,9 @@ class Framework:
     # with pipeline parallelism FSDP keeps each stage's params unsharded for the whole step and
     # accumulates unsharded gradients in the reduce dtype until the last micro-batch's backward
     pp_unsharded_fsdp: bool = False
+    # QLoRA through peft.prepare_model_for_kbit_training: every non-4-bit parameter (embedding, head,
+    # norms) upcast to fp32, so the residual stream that starts at the embedding is fp32 too
+    qlora_fp32_upcast: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

@@ -121,12 +121,14 @@ class SavedActivations:
     head: float = 0.0  # of `kept`, what only the last pipeline stage holds (final norm, head input)
 
 
-def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: float) -> SavedActivations:
-    """Per checkpointing policy, for `layers` layers on this pipeline stage."""
+def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: float,
+                      residual_bytes: float = 2.0) -> SavedActivations:
+    """Per checkpointing policy, for `layers` layers on this pipeline stage. `residual_bytes`: the
+    residual stream's element size (4 where the embedding was upcast to fp32: PEFT's k-bit prep)."""
     per = [layer_saved(model, w, i, full_ft=full_ft) for i in range(model.num_layers)]
     n = max(1, round(layers))
     per = per[:n]
-    sbh = 2.0 * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's bf16 input
+    sbh = residual_bytes * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's input
     biggest = max(p.total for p in per)
     every = ckpt_every(w.grad_ckpt)
     if w.grad_ckpt == "none":

@@ -196,6 +196,8 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     base_fmt = "nf4" if w.task == "qlora" else ("bf16" if w.weights in ("auto", "fp8") else w.weights)
     trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else counts.total
     base = weight_bytes(model, base_fmt).total if peft else counts.total * p.param
+    if w.task == "qlora" and fw.qlora_fp32_upcast:  # the bf16 parts (embedding, head, norms) at 4 bytes
+        base += 2.0 * (counts.embedding + counts.lm_head + counts.norms)
     z3, z2, z1 = (dp if d.zero >= s else 1 for s in (3, 2, 1))
     held = held_share(counts, d.ep)
     weights = base / split * held(z3)
@@ -242,7 +244,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     tp = d.tp or 1
     dp = max(1, d.gpus * d.nodes // (tp * d.pp))
     st = _states(model, fw, w, d, tp, dp)
-    acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp)
+    residual = 4.0 if w.task == "qlora" and fw.qlora_fp32_upcast else 2.0
+    acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp,
+                             residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     loss = loss_bytes(model, w, fw.loss_chunks) / tp
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
