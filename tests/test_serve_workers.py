@@ -128,6 +128,24 @@ def test_a_plan_past_the_compute_timeout_is_504_and_its_worker_is_replaced_by_a_
     assert c.get(PLAN + "6001").status_code == 200
 
 
+@pytest.mark.parametrize("server", [("--workers", "1",)], indirect=True)
+def test_a_worker_killed_mid_plan_is_a_500_error_object_and_one_killed_idle_is_replaced(
+        server: tuple[Any, int]) -> None:
+    c, _ = server
+    worker = _health(c)["plan"]["pids"][0]
+    os.kill(worker, signal.SIGSTOP)
+    busy = Background(c, PLAN + "7000")
+    _until(lambda: _health(c)["plan"]["running"] == 1, "the plan on the stopped worker")
+    os.kill(worker, signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    lost = busy.result()
+    assert lost.status_code == 500 and lost.json()["error"] == "WorkerLost" and lost.json()["message_zh"]
+    _until(lambda: _health(c)["plan"]["ready"] == 1 and _health(c)["plan"]["pids"] != [worker], "a new worker")
+    idle = _health(c)["plan"]["pids"][0]
+    os.kill(idle, signal.SIGKILL)  # dies while idle: never handed a request
+    _until(lambda: _health(c)["plan"]["ready"] == 1 and _health(c)["plan"]["pids"] != [idle], "another worker")
+    assert c.get(PLAN + "7001").status_code == 200
+
+
 @pytest.mark.parametrize("server", [("--workers", "2",)], indirect=True)
 def test_plan_workers_exit_when_their_server_is_killed(server: tuple[Any, int]) -> None:
     c, pid = server
