@@ -73,6 +73,16 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def get(self, target: str) -> tuple[int, dict[str, str], bytes]:
+        reused = self.writer is not None
+        try:
+            return await self._exchange(target)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            if not reused:
+                raise
+            self.close()  # the server closed an idle keep-alive connection: as any client, reconnect once
+            return await self._exchange(target)
+
+    async def _exchange(self, target: str) -> tuple[int, dict[str, str], bytes]:
         if self.reader is None or self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         self.writer.write(f"GET {target} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode("ascii"))
