@@ -29,6 +29,8 @@ _LABELS = {
     "zero3_gather": ("ZeRO-3 gather buffers", "ZeRO-3 收集缓冲"),
     "allocator_slack": ("allocator cache (reserved - allocated)", "分配器缓存（保留 - 已分配）"),
     "sampler_peak": ("sampler profiling peak", "采样器探测峰值"), "cuda_graphs": ("CUDA graphs", "CUDA graph"),
+    "allreduce_inputs_held": ("all-reduce inputs NCCL keeps (vLLM 0.2.4-0.2.6)",
+                              "NCCL 保留的 all-reduce 输入（vLLM 0.2.4-0.2.6）"),
 }
 
 

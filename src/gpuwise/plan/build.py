@@ -123,7 +123,7 @@ def quality_of(fmt: str) -> tuple[Text | None, tuple[str, ...]]:
     """The quality cost of a quantised format, with its sources; (None, ()) for 16-bit."""
     from gpuwise.catalog.quality import is_quantised, quality_cost
 
-    if not is_quantised(fmt):
+    if fmt == "auto" or not is_quantised(fmt):  # auto: as the checkpoint stores it, its publisher's choice
         return None, ()
     q = quality_cost(fmt)
     return q.summary, q.sources

@@ -141,6 +141,8 @@ def precisions(model: ModelArch, w: Workload, t: Targets) -> tuple[str, ...]:
     if t.weights not in ("any", "auto"):
         return (t.weights,)
     native = checkpoint_format(model)
+    if native == "gguf":  # a GGUF file runs as stored: its own quantisation, read by llama.cpp
+        return ("auto",)
     base = "bf16" if native in ("fp32", "fp16", "bf16") else native
     ladder = [base, "fp8"] if base in ("bf16",) else [base]
     if t.weights == "any" or t.low_bit:
