@@ -17,16 +17,18 @@ less time:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, per_replica, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
+from gpuwise.estimate.memory_infer import rules_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import Candidate, Shapes, Targets, _requirement_failures, _target_failures, configurations
+from gpuwise.units import GiB
 
 __all__ = ["Order", "SortKey", "search"]
 
@@ -56,10 +58,15 @@ class Order:
     final: Callable[[Candidate], bool] = _always
 
 
+# Every setting of a deployment but its card (the card enters a memory estimate only as twin()).
+_SETTINGS = tuple(f.name for f in fields(Deployment) if f.name != "card")
+
+
 @dataclass
 class _Request:
     """One request's memo: keys are the ids of the request's own workloads and deployments, which
-    `Shapes` keeps alive (and makes once each), so equal ids are equal values."""
+    `Shapes` keeps alive (and makes once each), so equal ids are equal values. A memory estimate
+    is shared by every card with the same memory twin (`twin`)."""
 
     model: ModelArch
     t: Targets
@@ -68,7 +75,8 @@ class _Request:
     valid: dict[tuple[int, int], bool] = field(default_factory=dict)
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
-    memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
+    twins: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    memory: dict[tuple[object, ...], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
     def is_valid(self, w: Workload, d: Deployment) -> bool:
@@ -94,14 +102,27 @@ class _Request:
             found = self.replica[key] = self.same.setdefault(one, one)
         return found
 
+    def twin(self, d: Deployment) -> tuple[object, ...]:
+        """What a memory estimate reads of a deployment: every setting but the card, and of the card
+        its memory and whether the engine gives it large-GPU defaults (memory_infer.py; training
+        reads the memory alone). Two cards that agree there get the same estimate: the 4 cards of
+        23.64 GiB, the 4 of 79.15 GiB. tests/test_plan_speed_twins.py holds the estimator to it."""
+        key = self.twins.get(id(d))
+        if key is None:
+            card = d.card
+            large = not self.training and rules_for(d).is_large(card.name, card.usable_bytes / GiB)
+            key = self.twins[id(d)] = (card.usable_bytes, large, *(getattr(d, f) for f in _SETTINGS))
+        return key
+
     def evaluate(self, config: Config) -> Candidate:
         """As `search.evaluate`, from the memo."""
         w, d, replicas, nodes = config
         w1 = self.per_replica(w, replicas)
         key = (id(w1), id(d))
-        mem = self.memory.get(key)
+        twin = (id(w1), *self.twin(d))
+        mem = self.memory.get(twin)
         if mem is None:
-            mem = self.memory[key] = estimate_memory(self.model, w1, d)
+            mem = self.memory[twin] = estimate_memory(self.model, w1, d)
         nodes = d.nodes if self.training else nodes
         c = Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
         if not c.fits:
