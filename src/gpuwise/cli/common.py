@@ -142,6 +142,11 @@ def safe(text: object) -> str:
     return escape(printable(str(text)))
 
 
+def reasons_of(row: dict[str, Any], zh: bool) -> str:
+    """A plan row's reasons as one phrase: joined with ； in Chinese, "; " in English."""
+    return ("；" if zh else "; ").join(row["reasons_zh" if zh else "reasons"])
+
+
 def say(console: Any, markup: str, indent: int = 0) -> None:
     """Print one line of Rich markup wrapped by terminal cells, breaking between Chinese characters
     as well as at spaces (Rich breaks only at spaces, so a long Chinese phrase jumps whole to the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.cli.common import fmt_gib, money, per_hour
+from gpuwise.cli.common import fmt_gib, money, per_hour, reasons_of
 from gpuwise.i18n import Lang
 
 _NAMES = {"text_encoding": ("text encoding", "文本编码"), "activations": ("denoiser activations", "去噪激活"),
@@ -124,14 +124,14 @@ def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:
     c.print(t)
     for p in r["plans"][:1]:
         c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]"
-                + escape("; ".join(p["reasons_zh" if zh else "reasons"])))
+                + escape(reasons_of(p, zh)))
         c.print("[bold]diffusers:[/]")
         c.print(escape(p["exports"]["diffusers"]), markup=False)
         c.print("[bold]ComfyUI:[/] " + escape(p["exports"]["comfyui"]), markup=True)
     if r["rejected"]:
         c.print("[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
         for x in r["rejected"]:
-            c.print(f"  {escape(x['card'])}: " + escape("; ".join(x["reasons_zh" if zh else "reasons"])))
+            c.print(f"  {escape(x['card'])}: " + escape(reasons_of(x, zh)))
 
 
 def render_diffusion_model(s: dict[str, Any], lang: Lang) -> None:

@@ -16,6 +16,7 @@ from gpuwise.cli.common import (
     fmt_hours,
     money,
     per_hour,
+    reasons_of,
     run_command,
     safe,
     say,
@@ -105,7 +106,7 @@ def _lines(c: Any, head: str, rows: list[dict[str, Any]], zh: bool) -> None:
     say(c, f"[bold]{head}[/]")
     for x in rows:
         gpus = f" x{x['gpus']}" if x.get("gpus") else ""
-        say(c, f"  {safe(x['card'])}{gpus}: " + safe("; ".join(x["reasons_zh" if zh else "reasons"])), indent=4)
+        say(c, f"  {safe(x['card'])}{gpus}: " + safe(reasons_of(x, zh)), indent=4)
 
 
 def render_plan(r: dict[str, Any], lang: Lang) -> None:
@@ -130,7 +131,7 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
     if note:
         say(c, f"[dim]{safe(note)}[/]")
     for p in r["plans"][:1]:
-        say(c, "[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe("; ".join(p["reasons_zh" if zh else "reasons"])))
+        say(c, "[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe(reasons_of(p, zh)))
         bands = _bands_line(p, zh)
         if bands:
             say(c, "[bold]" + ("80% 区间：" if zh else "80 % range: ") + "[/]" + safe(bands))
