@@ -51,9 +51,10 @@ def render_estimate(r: dict[str, Any], lang: Lang, explain: bool = False) -> Non
         rows.append([label, fmt_gib(item["bytes"]), *([item["why_zh" if zh else "why"]] if explain else [])])
     pad = [""] if explain else []
     if "kv_pool" in m:
-        rows.append(["vLLM KV 池" if zh else "vLLM KV pool", fmt_gib(m["kv_pool"]), *pad])
+        engine = safe(r.get("engine") or "vllm")
+        rows.append([f"{engine} KV 池" if zh else f"{engine} KV pool", fmt_gib(m["kv_pool"]), *pad])
     rows.append(["合计（需要）" if zh else "required",
-                 fmt_gib(m["required"]) + _band(r, "memory.required", lambda v: f"{v / 2**30:,.1f}"), *pad])
+                 fmt_gib(m["required"]) + _band(r, "memory.required", lambda v: f"{v / 2**30:,.2f}"), *pad])
     rows.append(["可用" if zh else "usable", fmt_gib(r["usable_bytes"]), *pad])
     table, _ = fit_table(c, columns, rows, lang, title=title)
     c.print(table)
