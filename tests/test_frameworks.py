@@ -138,3 +138,14 @@ def test_hf_qlora_keeps_the_non_4bit_parameters_and_the_residual_stream_in_fp32(
     assert hf["weights"] - lf["weights"] == pytest.approx(2 * embed_and_head, rel=0.01)  # 2 more bytes each
     ckpt_inputs = 32 * 4096 * 4096 * 2  # bf16 checkpointed layer inputs
     assert hf["activations"] - lf["activations"] >= 0.9 * ckpt_inputs  # fp32 doubles them
+
+
+def test_a_compiled_full_loss_keeps_eight_bytes_per_logit_not_twelve() -> None:
+    def logits(compile_: bool) -> float:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", task="pretrain",
+                                          framework="torchtitan", gpus=8, zero=3, seq_len=8192, micro_batch=1,
+                                          compile=compile_))
+        return float({i["name"]: i["bytes"] for i in r["memory"]["items"]}["logits"])
+    per_logit = 8192 * 128256
+    assert logits(False) == pytest.approx(12 * per_logit)
+    assert logits(True) == pytest.approx(8 * per_logit)

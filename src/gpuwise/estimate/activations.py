@@ -176,6 +176,9 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
       compiled (the recipe compiles compute_cross_entropy), AOTAutograd's min-cut partitioner keeps the
       bf16 chunk and per-row statistics and recomputes the softmax: 2 + 6/n (one chunk's fp32 and
       bf16 gradients at a time).
+    full under torch.compile: as one compiled chunk, 2 + 6 = 8 (torchtitan compiles cross_entropy_loss with
+      the model: torchtitan/components/loss.py@e7c0cae9 build_cross_entropy_loss, since 2024-10-22 except
+      2024-12-18 to 2025-02-20, when it was turned off; HF computes the loss inside the compiled forward).
     fused (Liger FusedLinearCrossEntropy; Unsloth and Cut Cross Entropy are assumed no larger): no full
       logits; a bf16 logits chunk of next_pow2(ceil(tokens / ceil(V / h))) rows, and the gradient of
       the hidden states (2 sbh) that it keeps for backward.
@@ -190,4 +193,6 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
         n = max(1, chunks)
         per = 2 + 6 / n if w.compile else max(6 + 4 / n, 4 + 10 / n)
         return logits * per
+    if w.compile:  # compiled with the model (HF: the loss runs inside forward) or on its own (torchtitan's
+        return logits * (2 + 6.0)  # build_cross_entropy_loss): the compiled chunk formula with one chunk
     return logits * 12.0
