@@ -4,6 +4,7 @@
     python -m benchmarks.load_test --json            # the same figures as JSON
     python -m benchmarks.load_test --server-args "--workers 1"
     python -m benchmarks.load_test --url http://127.0.0.1:8000   # a server already running
+    python -m benchmarks.load_test --param cards=H100-SXM,RTX-4090   # cheaper plans (fewer cards)
 
 Each client holds one keep-alive connection and sends its next /api/plan as soon as the last
 is answered (a closed loop: 200 clients keep 200 requests outstanding). Every request differs
@@ -51,11 +52,12 @@ P99_TARGET_MS = 2000.0  # issue 15: p99 at most 2 s for 200 clients on 2 cores
 MAX_REFUSED = 0.01  # ... with at most 1% of the requests told to come back later
 
 
-def plan_params(n: int) -> dict[str, Any]:
-    """The n-th distinct plan request: no two n share (model, concurrency, context)."""
+def plan_params(n: int, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """The n-th distinct plan request: no two n share (model, concurrency, context); `extra`
+    parameters (--param) are added to every one."""
     k = len(MODELS) * len(CONCURRENCY)
     return {"model": MODELS[n % len(MODELS)], "concurrency": CONCURRENCY[n // len(MODELS) % len(CONCURRENCY)],
-            "context": BASE_CONTEXT + n // k, "top": 5}
+            "context": BASE_CONTEXT + n // k, "top": 5, **dict(extra)}
 
 
 def estimate_params(n: int) -> dict[str, Any]:
@@ -107,12 +109,14 @@ class Connection:
 
 @dataclass
 class Tally:
-    plans: list[tuple[float, int]] = field(default_factory=list)  # (latency s, status)
+    plans: list[tuple[float, int, float]] = field(default_factory=list)  # (latency s, status, sent at s)
+    started: float = 0.0
     probes: list[tuple[float, int, int]] = field(default_factory=list)  # (latency s, status, plans out)
     errors: Counter[str] = field(default_factory=Counter)
     outstanding: int = 0  # plan requests sent and not yet answered
     next_n: int = 0
     budget: int = 0
+    extra: tuple[tuple[str, str], ...] = ()
 
 
 async def timed_get(conn: Connection, target: str, tally: Tally) -> tuple[float, int, dict[str, str]]:
@@ -136,9 +140,9 @@ async def plan_client(host: str, port: int, stop_at: float, tally: Tally, stride
         tally.budget -= 1
         n, tally.next_n = tally.next_n, tally.next_n + stride
         tally.outstanding += 1
-        latency, status, headers = await timed_get(conn, "/api/plan?" + urlencode(plan_params(n)), tally)
+        latency, status, headers = await timed_get(conn, "/api/plan?" + urlencode(plan_params(n, tally.extra)), tally)
         tally.outstanding -= 1
-        tally.plans.append((latency, status))
+        tally.plans.append((latency, status, time.monotonic() - latency - tally.started))
         if status == 503:  # told when to come back: do, as a polite client does
             await asyncio.sleep(min(float(headers.get("retry-after", "1")), 10.0))
     conn.close()
@@ -157,10 +161,11 @@ async def estimate_probe(host: str, port: int, stop_at: float, tally: Tally) -> 
 
 
 async def run_share(host: str, port: int, clients: int, first: int, stride: int, duration: float,
-                    budget: int, probe: bool) -> dict[str, Any]:
+                    budget: int, probe: bool, extra: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """One process's clients (numbered `first`, `first + stride`, ...); the first share also probes."""
-    tally = Tally(next_n=first, budget=budget)
+    tally = Tally(next_n=first, budget=budget, extra=extra)
     cpu0, start = time.process_time(), time.monotonic()
+    tally.started = start
     jobs = [plan_client(host, port, start + duration, tally, stride) for _ in range(clients)]
     if probe:
         jobs.append(estimate_probe(host, port, start + duration, tally))
@@ -224,12 +229,12 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
 
 
 def run(host: str, port: int, clients: int, duration: float, max_requests: int, procs: int,
-        server_pid: int | None) -> dict[str, Any]:
+        server_pid: int | None, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     """Split the clients over `procs` processes (one event loop each), then merge their tallies."""
     from concurrent.futures import ProcessPoolExecutor
 
     shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
-    jobs = [(host, port, n, i, procs, duration, max_requests // procs, i == 0)
+    jobs = [(host, port, n, i, procs, duration, max_requests // procs, i == 0, extra)
             for i, n in enumerate(shares) if n]
     load_before = (*os.getloadavg(), cpu_pressure())
     before = tree_cpu_s(server_pid) if server_pid else None
@@ -237,7 +242,7 @@ def run(host: str, port: int, clients: int, duration: float, max_requests: int, 
         parts = list(pool.map(_share, jobs))
     after = tree_cpu_s(server_pid) if server_pid else None
     server_cpu = (after[0] - before[0], after[1] - before[1]) if before and after else None
-    return figures(parts, clients, load_before, server_cpu)
+    return {**figures(parts, clients, load_before, server_cpu), "extra_params": dict(extra)}
 
 
 def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, ...],
@@ -250,8 +255,8 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
     for p in parts:
         errors.update(p["errors"])
     elapsed = max(p["elapsed_s"] for p in parts)
-    answered = [s for s, c in plans if c == 200]
-    refused = [s for s, c in plans if c == 503]
+    answered = [s for s, c, _ in plans if c == 200]
+    refused = [s for s, c, _ in plans if c == 503]
     failed = len(plans) - len(answered) - len(refused)
     lat_ok = summary(answered)
     held = bool(answered) and not failed and len(refused) <= MAX_REFUSED * len(plans) \
@@ -265,7 +270,7 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
         "requests": len(plans), "answered": len(answered), "refused_503": len(refused), "failed": failed,
         "failures": dict(errors), "answers_per_s": round(len(answered) / elapsed, 1),
         "requests_per_s": round(len(plans) / elapsed, 1),
-        "latency_ms_all": summary([s for s, _ in plans]), "latency_ms_answered": lat_ok,
+        "latency_ms_all": summary([s for s, _, _ in plans]), "latency_ms_answered": lat_ok,
         "latency_ms_refused": summary(refused),
         "estimates_during_plans": {
             "requests": len(probes), "ok": sum(1 for _, c, _ in probes if c == 200),
@@ -277,7 +282,21 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
                                      if server_cpu_s else None),
         "client_cpu_ms_per_request": round(sum(p["cpu_s"] for p in parts) * 1000 / max(1, len(plans)), 2),
         "target": {"p99_ms_at_most": P99_TARGET_MS, "refused_at_most": MAX_REFUSED, "held": held},
+        "timeline": timeline(plans),
     }
+
+
+def timeline(plans: list[tuple[float, int, float]], step_s: float = 5.0) -> list[dict[str, Any]]:
+    """Per `step_s` window of sending time: answers, 503s and the answers' p50/p99 (ms)."""
+    out = []
+    end = max((t for *_, t in plans), default=0.0)
+    for i in range(int(end // step_s) + 1):
+        window = [(s, c) for s, c, t in plans if i * step_s <= t < (i + 1) * step_s]
+        ok = sorted(s for s, c in window if c == 200)
+        out.append({"from_s": i * step_s, "answered": len(ok), "refused_503": sum(1 for _, c in window if c == 503),
+                    "p50_ms": round(percentile(ok, 50) * 1000) if ok else None,
+                    "p99_ms": round(percentile(ok, 99) * 1000) if ok else None})
+    return out
 
 
 # ------------------------------------------------------------------ a server of our own
@@ -343,9 +362,10 @@ def print_report(r: dict[str, Any]) -> None:
     def line(name: str, s: dict[str, Any]) -> str:
         return f"  {name:22} p50 {s['p50']} ms, p95 {s['p95']} ms, p99 {s['p99']} ms, max {s['max']} ms"
 
+    extra = "".join(f", {k}={v}" for k, v in r["extra_params"].items())
     print(f"{r['clients']} clients ({r['client_processes']} process(es)), {r['duration_s']} s, every request "
-          f"distinct; {r['cores']} cores, load average {r['load_average_before'][0]} before, "
-          f"{r['load_average_after'][0]} after; CPU pressure (PSI some, 10 s) "
+          f"distinct{extra or ' (whole catalog)'}; {r['cores']} cores, load average "
+          f"{r['load_average_before'][0]} before, {r['load_average_after'][0]} after; CPU pressure (PSI some, 10 s) "
           f"{r['cpu_pressure_some_avg10_before']}% before, {r['cpu_pressure_some_avg10_after']}% after")
     print(f"  {r['requests']} plan requests: {r['answered']} answered, {r['refused_503']} told to retry (503), "
           f"{r['failed']} failed {r['failures'] or ''}; {r['answers_per_s']} answers/s")
@@ -358,6 +378,8 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"  CPU: server {r['server_cpu_ms_per_answer']} ms per answer (all its processes), of which the "
           f"server process {r['front_cpu_ms_per_request']} ms per request; "
           f"clients {r['client_cpu_ms_per_request']} ms per request")
+    print("  by 5 s of sending time (answered/503, p50-p99 ms): " + "; ".join(
+        f"{w['answered']}/{w['refused_503']} {w['p50_ms']}-{w['p99_ms']}" for w in r["timeline"]))
     t = r["target"]
     print(f"  target (p99 of answers <= {t['p99_ms_at_most']:g} ms, <= {t['refused_at_most']:.0%} refused, "
           f"no failures): {'held' if t['held'] else 'NOT held'}")
@@ -371,8 +393,13 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=30.0, help="seconds (at most 600)")
     ap.add_argument("--max-requests", type=int, default=200_000, help="plan requests in all")
     ap.add_argument("--procs", type=int, default=1, help="client processes (one event loop each)")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="added to every plan request, e.g. cards=H100-SXM to time plans over fewer cards")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if any("=" not in p for p in a.param):
+        ap.error("--param takes KEY=VALUE")
+    extra = tuple((k, v) for k, _, v in (p.partition("=") for p in a.param))
     if not (1 <= a.clients <= 2000 and 0 < a.duration <= 600 and 1 <= a.procs <= 16 and a.max_requests >= 1):
         ap.error("--clients must be 1-2000, --duration 0-600 s, --procs 1-16, --max-requests at least 1")
     with ExitStack() as stack:
@@ -381,7 +408,7 @@ def main() -> int:
             host, port = loopback(a.url)
         else:
             host, (port, pid) = "127.0.0.1", stack.enter_context(own_server(tuple(a.server_args.split())))
-        result = run(host, port, a.clients, a.duration, a.max_requests, a.procs, pid)
+        result = run(host, port, a.clients, a.duration, a.max_requests, a.procs, pid, extra)
     if a.json:
         print(json.dumps(result, indent=2))
     else:
