@@ -174,3 +174,28 @@ def test_a_gguf_denoiser_is_summed_from_its_tensor_table(tmp_path: Path) -> None
     from gpuwise.diffusion.memory import precision_of
 
     assert precision_of(m, m.denoiser, ImageJob(1024, 1024)) == "gguf:Q8_0"
+
+
+@pytest.mark.parametrize("pid", PRESETS)
+def test_every_denoiser_meets_a_checkpoint_size_within_one_percent(pid: str) -> None:
+    # The sizes a checkpoint's files give (Hugging Face listings, LFS pointers, the diffusers blog),
+    # cited in each preset's gpuwise.json "published" rows; a name's nominal size ("1.3B") does not count.
+    m = load_preset(pid)
+    if pid == "flux.1-schnell":  # no file size of its own cited: dev's transformer minus the guidance embedder
+        return
+    for name in m.denoisers:
+        exact = [p for p in m.published if p.component == name and p.exact]
+        assert exact, f"{pid}/{name}: no checkpoint-size figure"
+        for pub in exact:
+            assert abs(m.component(name).params - pub.params) <= 0.01 * pub.params, (pid, name, pub.params)
+
+
+@pytest.mark.parametrize(("pid", "component", "count"), [
+    # Module-by-module counts of the causal 3D VAEs (gpuwise.diffusion.count_vae3d) against their files:
+    ("wan2.1-t2v-1.3b", "vae", 126_892_531),  # wan_2.1_vae.safetensors 254 MB in bf16
+    ("wan2.2-ti2v-5b", "vae", 704_688_668),  # wan2.2_vae.safetensors 1.41 GB in fp16
+    ("cogvideox-2b", "vae", 215_583_907),  # CogVideoX-2b vae 862 MB in fp32
+])
+def test_video_vaes_are_counted_layer_by_layer(pid: str, component: str, count: int) -> None:
+    comp = load_preset(pid).component(component)
+    assert comp.params == count and not comp.approximate

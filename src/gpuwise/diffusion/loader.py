@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog._datafile import read_json_object
-from gpuwise.diffusion import count_dit, count_text, count_unet
+from gpuwise.diffusion import count_dit, count_text, count_unet, count_vae3d
 from gpuwise.diffusion.pipeline import Component, Defaults, DiffusionModel, Latent, Published, Role
 from gpuwise.errors import DataError, unknown_name
 from gpuwise.i18n import Text
@@ -29,25 +29,15 @@ CLASSES: dict[str, tuple[Role, Counter, bool]] = {
     "HunyuanVideoTransformer3DModel": ("denoiser", count_dit.hunyuan_video, False),
     "CogVideoXTransformer3DModel": ("denoiser", count_dit.cogvideox, False),
     "AutoencoderKL": ("vae", count_unet.autoencoder_kl, False),
-    "AutoencoderKLWan": ("vae", lambda c: count_unet.autoencoder_kl(_wan_vae_as_kl(c), 27), True),
+    "AutoencoderKLWan": ("vae", count_vae3d.wan_vae, False),
     "AutoencoderKLHunyuanVideo": ("vae", lambda c: count_unet.autoencoder_kl(c, 27), True),
-    "AutoencoderKLCogVideoX": ("vae", lambda c: count_unet.autoencoder_kl(dict(c, use_quant_conv=False,
-                                                                               use_post_quant_conv=False), 27), True),
+    "AutoencoderKLCogVideoX": ("vae", count_vae3d.cogvideox_vae, False),
     "CLIPTextModel": ("text_encoder", lambda c: count_text.clip_text(c, False), False),
     "CLIPTextModelWithProjection": ("text_encoder", lambda c: count_text.clip_text(c, True), False),
     "T5EncoderModel": ("text_encoder", lambda c: count_text.t5_encoder(c, False), False),
     "UMT5EncoderModel": ("text_encoder", lambda c: count_text.t5_encoder(c, True), False),
     "LlamaModel": ("text_encoder", count_text.llama_model, False),
 }
-
-
-def _wan_vae_as_kl(cfg: dict[str, Any]) -> dict[str, Any]:
-    """AutoencoderKLWan's (base_dim, dim_mult, num_res_blocks, z_dim) in AutoencoderKL's words."""
-    base = int(cfg.get("base_dim", 96))
-    mult = [int(m) for m in cfg.get("dim_mult", [1, 2, 4, 4])]
-    return {"block_out_channels": [base * m for m in mult], "layers_per_block": int(cfg.get("num_res_blocks", 2)),
-            "latent_channels": int(cfg.get("z_dim", 16)), "in_channels": int(cfg.get("in_channels", 3)),
-            "out_channels": int(cfg.get("out_channels", 3))}
 
 
 def _read(path: Path, what: str) -> dict[str, Any]:
