@@ -117,6 +117,16 @@ def test_each_tower_family_is_recognised(vision: dict[str, object], kind: str) -
     assert vision_is_exact(vision) == (kind != "vit")
 
 
+def test_qwen3_style_towers_use_layernorm_gelu_blocks_and_learned_positions() -> None:
+    # Qwen3.5-27B's vision_config (data/models/qwen3.5-27b.json), counted from modeling_qwen3_vl.py.
+    v = find_preset("qwen3.5-27b").config["vision_config"]  # type: ignore[union-attr]
+    h, inter, merged = 1152, 4304, 1152 * 4
+    block = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * inter + inter) + (inter * h + h)
+    merger = 2 * h + (merged * merged + merged) + (merged * 5120 + 5120)
+    assert family(v) == "qwen3-vl"
+    assert vision_params(v, 5120, "qwen3.5-27b") == 27 * block + 3 * 2 * 16 * 16 * h + h + 2304 * h + merger
+
+
 def test_qwen2_vl_merger_projects_into_the_language_width() -> None:
     # Qwen2-VL-7B vision_config (embed_dim 1280, mlp_ratio 4, hidden_size 3584 = the LLM width):
     # 675M in Qwen2-VL's report; counted module by module from modeling_qwen2_vl.py.

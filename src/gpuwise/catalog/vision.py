@@ -7,6 +7,10 @@ Three layouts are counted module by module, as their modeling code builds them:
 - Qwen2-VL (models/qwen2_vl/modeling_qwen2_vl.py): the same with LayerNorms, an fc1/fc2 MLP of
   embed_dim x mlp_ratio, and a LayerNorm merger into `hidden_size` (Qwen2-VL's name for the
   language model's width).
+- Qwen3-VL / Qwen3.5 (models/qwen3_vl/modeling_qwen3_vl.py): a Conv3d patch embedding with bias,
+  learned positions (num_position_embeddings), LayerNorm blocks with a GELU fc1/fc2 MLP, the merger
+  (LayerNorm, Linear(h*m^2, h*m^2), GELU, Linear(h*m^2, out_hidden_size)) and one post-shuffle-norm
+  merger per deepstack_visual_indexes entry.
 - InternViT (OpenGVLab modeling_intern_vit.py, model_type intern_vit_6b): a class token, a Conv2d
   patch embedding with bias, learned positions for (image_size/patch)^2 + 1 tokens, blocks with
   qkv/proj/fc1/fc2 biases, two norms and two layer-scale vectors (ls1, ls2); plus InternVL's
@@ -42,9 +46,11 @@ def _get(cfg: dict[str, Any], name: str, *keys: str, default: int) -> int:
 
 
 def family(cfg: dict[str, Any]) -> str:
-    """'qwen2.5-vl', 'qwen2-vl', 'internvit' or 'vit' (the generic layout)."""
+    """'qwen3-vl', 'qwen2.5-vl', 'qwen2-vl', 'internvit' or 'vit' (the generic layout)."""
     if cfg.get("model_type") in ("intern_vit_6b", "intern_vit"):
         return "internvit"
+    if cfg.get("spatial_merge_size") and cfg.get("num_position_embeddings"):
+        return "qwen3-vl"
     if cfg.get("spatial_merge_size"):
         return "qwen2-vl" if cfg.get("embed_dim") else "qwen2.5-vl"
     return "vit"
@@ -69,6 +75,23 @@ def _qwen_vl(cfg: dict[str, Any], name: str, v25: bool) -> int:
     merged = h * merge * merge
     merger = norm + (merged * merged + merged) + (merged * out + out)
     return depth * (2 * norm + attention + mlp) + channels * temporal * patch * patch * h + merger
+
+
+def _qwen3_vl(cfg: dict[str, Any], name: str) -> int:
+    h = _get(cfg, name, "hidden_size", default=0)
+    depth = _get(cfg, name, "depth", default=0)
+    inter = _get(cfg, name, "intermediate_size", default=4 * h)
+    patch = _get(cfg, name, "patch_size", default=16)
+    temporal = _get(cfg, name, "temporal_patch_size", default=2)
+    channels = _get(cfg, name, "in_channels", "in_chans", default=3)
+    merge = _get(cfg, name, "spatial_merge_size", default=2)
+    out = _get(cfg, name, "out_hidden_size", default=h)
+    positions = _get(cfg, name, "num_position_embeddings", default=0) * h
+    block = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * inter + inter) + (inter * h + h)
+    merged = h * merge * merge
+    mlp = (merged * merged + merged) + (merged * out + out)
+    deepstack = len(cfg.get("deepstack_visual_indexes") or ()) * (2 * merged + mlp)  # post-shuffle LayerNorm
+    return depth * block + channels * temporal * patch * patch * h + h + positions + 2 * h + mlp + deepstack
 
 
 def _internvit(cfg: dict[str, Any], name: str, text_hidden: int) -> int:
@@ -117,6 +140,8 @@ def vision_params(cfg: Any, text_hidden: int, name: str) -> int:
     if not isinstance(cfg, dict) or not cfg:
         return 0
     kind = family(cfg)
+    if kind == "qwen3-vl":
+        return _qwen3_vl(cfg, name)
     if kind in ("qwen2.5-vl", "qwen2-vl"):
         return _qwen_vl(cfg, name, kind == "qwen2.5-vl")
     if kind == "internvit":
