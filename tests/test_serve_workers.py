@@ -41,6 +41,10 @@ def _until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
+def _children(pid: int) -> set[int]:
+    return {int(x) for task in Path(f"/proc/{pid}/task").iterdir() for x in (task / "children").read_text().split()}
+
+
 def _gone(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
@@ -84,8 +88,7 @@ def test_the_server_starts_one_warm_plan_worker_process_per_core_by_default(serv
     cores = len(os.sched_getaffinity(0))
     assert (plan["kind"], plan["workers"], plan["ready"], len(plan["pids"])) == ("processes", cores, cores, cores)
     assert (light["kind"], light["ready"]) == ("processes", light["workers"])  # estimates apart from plans
-    children = {int(x) for task in Path(f"/proc/{pid}/task").iterdir() for x in (task / "children").read_text().split()}
-    assert set(plan["pids"]) | set(light["pids"]) <= children  # the server's own, warm before it answered
+    assert set(plan["pids"]) | set(light["pids"]) <= _children(pid)  # the server's own, warm before it answered
     assert not set(plan["pids"]) & set(light["pids"])
     assert plan["mean_ms"] > 0 and plan["answered"] == 0  # timed on a warm-up call, not guessed
     assert c.get(PLAN + "4096").status_code == 200
@@ -169,3 +172,14 @@ def test_calls_waiting_for_a_worker_process_are_answered_first_come_first_served
 
     order, answers = asyncio.run(scenario())
     assert order == answers == ["0", "1", "2", "3", "4", "5"]
+
+
+@pytest.mark.parametrize("server", [("--processes", "2", "--workers", "2")], indirect=True)
+def test_with_two_server_processes_each_has_its_share_of_the_plan_workers(server: tuple[Any, int]) -> None:
+    c, pid = server
+    plan = _health(c)["plan"]
+    assert (plan["workers"], plan["ready"]) == (1, 1)
+    servers = [p for p in _children(pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(servers) == 2  # uvicorn's two server processes, each with its own workers
+    assert plan["pids"][0] in {w for s in servers for w in _children(s)}
+    assert c.get(PLAN + "8000").status_code == 200
