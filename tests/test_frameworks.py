@@ -149,3 +149,12 @@ def test_a_compiled_full_loss_keeps_eight_bytes_per_logit_not_twelve() -> None:
     per_logit = 8192 * 128256
     assert logits(False) == pytest.approx(12 * per_logit)
     assert logits(True) == pytest.approx(8 * per_logit)
+
+
+def test_under_fsdp_the_chunked_loss_holds_the_whole_head_gradient() -> None:
+    def logits_phase(gpus: int) -> float:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="full",
+                                          framework="torchtune", gpus=gpus, zero=3, seq_len=2048))
+        return float(r["memory"]["allocated_peak"])
+    head_grad = 128256 * 4096 * 2  # bf16, not divided by the 8 ranks until the reduce-scatter
+    assert logits_phase(8) >= head_grad

@@ -230,8 +230,11 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
             grads = trainable * held(1) if w.grad_accum > 1 and not peft else grads
     # the output projection's gradient is made while the loss's tensors are alive; under optimizer-in-
     # backward too: autograd sums its per-chunk contributions in the AccumulateGrad input buffer, and the
-    # post-accumulate-grad hook that steps and frees it fires only after the last chunk's backward
-    head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / z2
+    # post-accumulate-grad hook that steps and frees it fires only after the last chunk's backward. Under
+    # FSDP the head is its own unit (torchtune custom_sharded_layers) whose gradient is reduce-scattered
+    # only after that last chunk, so it is whole while the chunks are alive
+    whole = d.zero == 3 and dp > 1 and w.loss == "chunked"
+    head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / (1 if whole else z2)
     return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head)
