@@ -152,9 +152,13 @@ def test_a_compiled_full_loss_keeps_eight_bytes_per_logit_not_twelve() -> None:
 
 
 def test_under_fsdp_the_chunked_loss_holds_the_whole_head_gradient() -> None:
-    def logits_phase(gpus: int) -> float:
-        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="full",
-                                          framework="torchtune", gpus=gpus, zero=3, seq_len=2048))
-        return float(r["memory"]["allocated_peak"])
-    head_grad = 128256 * 4096 * 2  # bf16, not divided by the 8 ranks until the reduce-scatter
-    assert logits_phase(8) >= head_grad
+    from gpuwise.estimate.memory_train import _states
+    from gpuwise.service import build
+
+    def head(loss: str) -> float:
+        model, w, d, _ = build(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="full",
+                                               framework="torchtune", gpus=8, zero=3, seq_len=2048, loss=loss))
+        return _states(model, find_framework("torchtune"), w, d, 1, 8).head_grad
+    whole = 128256 * 4096 * 2  # bf16, not yet reduce-scattered over the 8 ranks
+    assert head("chunked") == pytest.approx(whole)
+    assert head("full") == pytest.approx(whole / 8)
