@@ -84,7 +84,8 @@ def estimate_speed(model: DiffusionModel, job: ImageJob, card: Card, mem: Diffus
     rates = card_rates(card, calibration)
     lin_frac, attn_frac = _fractions(card, rates.prefill)
     if model.denoiser.class_name == "UNet2DConditionModel":
-        lin_frac = rates.gemm * float(constants()["efficiency"]["unet_gemm_share"])  # convolutions + attention
+        share = constants()["efficiency"]["unet_gemm_share"]
+        lin_frac = rates.gemm * float(share.get(card.family, share["default"]))  # convolutions + attention
     rate = peak * 1e12 * lin_frac
     factor = float(constants()["precision"][precision_of(model, model.denoiser, job)]["speed_factor"])
     samples, calls = cfg_passes(model, job)
