@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -183,3 +184,20 @@ def test_with_two_server_processes_each_has_its_share_of_the_plan_workers(server
     assert len(servers) == 2  # uvicorn's two server processes, each with its own workers
     assert plan["pids"][0] in {w for s in servers for w in _children(s)}
     assert c.get(PLAN + "8000").status_code == 200
+
+
+def test_workers_that_die_before_they_are_ready_are_not_restarted_forever() -> None:
+    from gpuwise.web.workers import MAX_FAILED_STARTS, WorkerLost
+
+    async def scenario() -> tuple[str, int]:
+        lane = Lane("heavy", 1, processes=True, warm=sys.exit)  # every worker exits in its warm-up
+        try:
+            await lane.warm()
+        except WorkerLost as exc:
+            return exc.message.en, lane._pool.failed_starts if lane._pool else 0
+        finally:
+            lane.close()
+        return "", 0
+
+    message, failed = asyncio.run(scenario())
+    assert "before they are ready" in message and failed == MAX_FAILED_STARTS

@@ -27,6 +27,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
 
 READY = b"ready"
+MAX_FAILED_STARTS = 3  # then a worker that cannot start (a broken install) is not restarted forever
 START_TIMEOUT_S = 120.0  # spawn, import and warm-up of one worker on a busy 2-core machine
 _ctx = multiprocessing.get_context("spawn")  # no copy of the server's threads or sockets
 
@@ -118,6 +119,7 @@ class Worker:
             return
         if not self.ready:
             self.ready = True
+            self.pool.failed_starts = 0
             self.pool.idle(self)
             return
         future, self.pending = self.pending, None
@@ -154,6 +156,7 @@ class WorkerPool:
         self.free: deque[Worker] = deque()
         self.waiters: deque[asyncio.Future[Worker]] = deque()
         self.closed = False
+        self.failed_starts = 0  # workers in a row that ended before they said ready
         self._all_ready = asyncio.Event()
         self.workers = [Worker(self) for _ in range(size)]
 
@@ -166,6 +169,10 @@ class WorkerPool:
 
     async def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         await asyncio.wait_for(self._all_ready.wait(), timeout_s)
+        if not self.workers:
+            raise WorkerLost(Text("The worker processes end before they are ready; check that "
+                                  "`python -c \"import gpuwise.web.calls\"` runs.",
+                                  "计算进程在就绪前即退出；请检查 `python -c \"import gpuwise.web.calls\"` 能否运行。"))
 
     def idle(self, worker: Worker) -> None:
         if self.closed or not worker.alive:
@@ -217,6 +224,14 @@ class WorkerPool:
         worker.alive = False
         worker.kill() if killed else worker.stop()
         if self.closed:
+            return
+        self.failed_starts += 0 if worker.ready else 1
+        if self.failed_starts >= MAX_FAILED_STARTS:  # it dies before it is ready: do not loop
+            self.workers.remove(worker)
+            print(f"gpuwise: {self.failed_starts} worker processes in a row ended before they were ready; "
+                  "no more are started.", file=sys.stderr)
+            if not self.workers:
+                self._all_ready.set()  # wait_ready() says so at once
             return
         self.workers[self.workers.index(worker)] = Worker(self)
 
