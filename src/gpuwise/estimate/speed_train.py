@@ -137,7 +137,9 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     share = lay.tokens_mb / (lay.tp * lay.pp)  # a GPU computes 1/tp of 1/pp of the model per token
     eff = gemm_efficiency(r, lay.tokens_mb, model.hidden_size, lay.tp)
     fp8 = w.float8 and d.card.dense_tflops("fp8") is not None
-    lin_rate = _peak(d, "fp8" if fp8 else "bf16") * eff
+    # FP8 GEMMs reach a smaller share of their (doubled) peak than BF16 ones of theirs: the family's
+    # gemm_fp8 / gemm ratio (efficiency.toml, [fp8]), applied to the shape-dependent training efficiency
+    lin_rate = _peak(d, "fp8" if fp8 else "bf16") * eff * (r.gemm_at("fp8") / r.gemm if fp8 and r.gemm else 1.0)
     attn_rate = _peak(d, "bf16") * eff * (_table()["flash_attention_share"] if w.flash_attention else 1.0)
     # routed experts each see only k/E of the tokens: their GEMMs are short (uniform routing)
     moe_share, eff_moe = _expert_share(model, p), eff
