@@ -47,6 +47,11 @@ QUERIES: dict[str, PlanRequest] = {
     "moe-sglang-two-replicas": PlanRequest(model="mixtral-8x7b", engine="sglang", replicas=2, concurrency=8),
     "full-8b-scale-stage": PlanRequest(model="llama-3.1-8b", task="full", stage="scale", seq_len=4096),
     "nothing-fits-small-cards": PlanRequest(model="llama-3.1-405b", cards="rtx-4060,t4,rtx-3070"),
+    "a-card-named-twice": PlanRequest(model="llama-3.1-8b", concurrency=8, cards="h100-sxm,rtx-4090,h100-sxm"),
+    "validate-stage-lora": PlanRequest(model="qwen2.5-7b", task="lora", stage="validate",
+                                       cards="rtx-4090,a100-40gb-sxm,l40s"),
+    "custom-engine-version-offload": PlanRequest(model="qwen2.5-32b", engine="vllm", engine_version="0.6.0",
+                                                 allow_offload=True, concurrency=2, cards="rtx-4090,l40s,a10"),
 }
 
 _AGE = (re.compile(r"is \d+ days old"), re.compile(r"已有 \d+ 天"))

@@ -147,27 +147,39 @@ def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
     return [c for _, c in tried]
 
 
+def _estimated(req: _Request, group: list[tuple[int, Config]]) -> list[tuple[int, Candidate]]:
+    """The group's candidates; one an estimate refuses is left out, as the exhaustive search does."""
+    out = []
+    for i, c in group:
+        try:
+            out.append((i, req.evaluate(c)))
+        except GpuwiseError:
+            continue
+    return out
+
+
 def _card(req: _Request, configs: list[Config], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """The card's estimated configurations with their place in the search's order, and how many
-    configurations it has that `check_valid` accepts."""
+    configurations it has that `check_valid` accepts (less those an estimate refused)."""
     valid = [(i, c) for i, c in enumerate(configs) if req.is_valid(c[0], c[1])]
     prefix = order.prefix
     if prefix is None:
-        return [(i, req.evaluate(c)) for i, c in valid], len(valid)
+        tried = _estimated(req, valid)
+        return tried, len(tried)
     groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
     for i, c in valid:
         groups.setdefault(prefix(card, c[1].gpus * c[1].nodes * c[2]), []).append((i, c))
-    tried: list[tuple[int, Candidate]] = []
-    pruning = True
+    tried, refused, pruning = [], 0, True
     for head in sorted(groups):
-        found = [(i, req.evaluate(c)) for i, c in groups[head]]
+        found = _estimated(req, groups[head])
         tried += found
+        refused += len(groups[head]) - len(found)
         if any(c.fits and order.known(order.key(c)) != head for _, c in found):
             pruning = False  # the prediction failed: estimate everything on this card
         if pruning and any(c.ok and order.final(c) for _, c in found):
             break
-    return tried, len(valid)
+    return tried, len(valid) - refused
 
 
 def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
@@ -177,10 +189,13 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     req = _Request(model, t, opts, w.is_training)
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
+    offset: dict[str, int] = {}  # a card named twice: one list, its second configurations after the first's
     evaluated = 0
     for card in cards:
-        tried, n = _card(req, list(configurations(model, w, card, t, shapes)), order, card)
-        at = found.setdefault(card.id, [])  # a card named twice: one list, as the exhaustive search
-        at += [(len(at) + i, c) for i, c in tried]
+        configs = list(configurations(model, w, card, t, shapes))
+        tried, n = _card(req, configs, order, card)
+        at = offset.get(card.id, 0)
+        found.setdefault(card.id, []).extend((at + i, c) for i, c in tried)
+        offset[card.id] = at + len(configs)
         evaluated += n
     return {cid: _order(tried, order.key) for cid, tried in found.items()}, evaluated
