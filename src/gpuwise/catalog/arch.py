@@ -92,6 +92,18 @@ class Quantization:
 
 
 @dataclass(frozen=True)
+class VisionProfile:
+    """An encoder-decoder VLM's vision tower as vLLM V0's start-up profile runs it (Llama 3.2
+    Vision / mllama): one image of `tokens` patch tokens per profiled sequence, every tile at once."""
+
+    tokens: int  # patch tokens of one image: max_num_tiles x ((image_size / patch_size)^2 + 1), padded to 8
+    hidden: int  # vision_config hidden_size
+    intermediate: int  # vision_config intermediate_size (fc1/fc2 MLP)
+    saved_states: int  # hidden states kept for the projector (len(intermediate_layers_indices))
+    mask_span: int  # tokens one image's dense bf16 attention mask spans on each side (0: none)
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """One transformer (text part plus an optional vision tower), as counted by gpuwise."""
 
@@ -121,6 +133,7 @@ class ModelArch:
     mla: MLA | None = None
     linear: LinearAttention | None = None
     vision_params: int = 0  # vision tower + projector, counted from vision_config
+    vision_profile: VisionProfile | None = None  # what vLLM V0's profile runs through the tower
     dtype: str = "bfloat16"  # the checkpoint's torch_dtype
     quant: Quantization | None = None
     checkpoint_bytes: int = 0  # exact, from safetensors/GGUF headers, when at hand

@@ -63,6 +63,7 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "state_blocks_per_request": _F("int"),
     "hybrid_log_concurrency": _F("bool"),
     "tp_allreduce_inputs_held": _F("bool"),
+    "vision_profile_per_seq": _F("bool"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -125,6 +126,9 @@ class EngineRules:
     # the profile counts reserved memory while NCCL's record_stream keeps every all-reduce input of
     # the profiling forward cached (TP > 1): 2 per layer x tokens x hidden x 2 bytes on top of the peak
     tp_allreduce_inputs_held: bool = False
+    # the encoder-decoder profile gives each of max_num_seqs sequences one image through the vision
+    # tower (vLLM V0's EncoderDecoderModelRunner.profile_run): its transients set the peak
+    vision_profile_per_seq: bool = False
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

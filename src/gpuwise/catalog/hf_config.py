@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from gpuwise.catalog.arch import MLA, LayerKind, LinearAttention, ModelArch, MoE
+from gpuwise.catalog.arch import MLA, LayerKind, LinearAttention, ModelArch, MoE, VisionProfile
 from gpuwise.catalog.quant import quant_from_config
 from gpuwise.catalog.vision import vision_params
 from gpuwise.errors import DataError
@@ -186,6 +186,24 @@ def _linear(r: _Reader, kinds: tuple[LayerKind, ...]) -> LinearAttention | None:
         ssm_dtype_bytes=_SSM_DTYPE_BYTES.get(r.str("mamba_ssm_dtype").lower(), 0.0))
 
 
+def _vision_profile(vision: Any, name: str) -> VisionProfile | None:
+    """The mllama vision tower as vLLM V0's encoder-decoder profile runs it (vllm/model_executor/
+    models/mllama.py, 0.6.x: the dummy image is tiled to max_num_tiles, each tile's
+    (image_size / patch_size)^2 patches plus a class token padded to a multiple of 8, all tiles of an
+    image attending together under a dense aspect-ratio mask); None for other towers."""
+    if not isinstance(vision, dict) or vision.get("model_type") != "mllama_vision_model":
+        return None
+    r = _Reader(vision, name)
+    side = r.int("image_size") // r.int("patch_size")
+    patches = side * side + 1
+    tokens = r.int("max_num_tiles", default=4) * (patches + (8 - patches % 8) % 8)
+    saved = vision.get("intermediate_layers_indices") or []
+    if not isinstance(saved, list):
+        raise r.bad("intermediate_layers_indices", saved, Text("a list", "列表"))
+    return VisionProfile(tokens=tokens, hidden=r.int("hidden_size"), intermediate=r.int("intermediate_size"),
+                         saved_states=len(saved), mask_span=tokens)
+
+
 # mamba_ssm_dtype (Qwen3.5/3.6 config.json: "float32"): the recurrent state's element size
 _SSM_DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
@@ -239,6 +257,7 @@ def arch_from_config(config: Any, name: str, source: str = "") -> ModelArch:
         learned_positions=learned, layer_kinds=kinds, sliding_window=window,
         moe=_moe(r, layers, inter, fam["moe_router_bias"]), mla=_mla(r), linear=_linear(r, kinds),
         vision_params=vision_params(config.get("vision_config"), hidden, name),
+        vision_profile=_vision_profile(config.get("vision_config"), name),
         dtype=clean_text(r.str("torch_dtype") or r.str("dtype"), _WORD_LIMIT) or "bfloat16",
         quant=quant_from_config(config.get("quantization_config") or cfg.get("quantization_config"), name),
         source=source, notes=tuple(notes))

@@ -51,6 +51,11 @@ WHY_HELD = Text("start-up profiling at TP > 1 (vLLM 0.2.4-0.2.6): NCCL's record_
                 "input of the profiling forward cached, 2 a layer x tokens x hidden x 2 bytes",
                 "TP > 1 时的启动显存探测（vLLM 0.2.4-0.2.6）：NCCL 的 record_stream 使探测前向中每次 all-reduce 的"
                 "输入都留在缓存里，每层 2 次 × token 数 × hidden × 2 字节")
+WHY_VISION = Text("start-up profiling of an encoder-decoder VLM (vLLM V0): one image per sequence (max_num_seqs) "
+                  "through the vision tower at once: the dense bf16 tile mask, the hidden states kept for the "
+                  "projector, the residual and norm output, and the MLP's fc1 and GELU outputs",
+                  "编码器-解码器多模态模型的启动显存探测（vLLM V0）：每个序列（max_num_seqs）一张图同时经过视觉塔："
+                  "稠密 bf16 分块掩码、留给投影层的隐藏状态、残差与归一化输出，以及 MLP 的 fc1 与 GELU 输出")
 WHY_GRAPHS = Text("CUDA graphs the engine estimates and charges before sizing the KV pool (vLLM >= 0.21)",
                   "引擎在划分 KV 池之前估算并预留的 CUDA graph 显存（vLLM >= 0.21）")
 
@@ -156,9 +161,28 @@ def _activation_items(model: ModelArch, w: Workload, d: Deployment, tp: int) -> 
                 Item("logits", "activations", logits, WHY_LOGITS), *held]
     rows = max_num_seqs(w, d)
     sampler = rows * (model.vocab_size * rules.sampler_bytes_per_vocab + model.hidden_size * ACT_BYTES)
-    return [Item("forward_activations", "activations", act if act >= sampler else 0.0, WHY_ACT),
-            Item("sampler_peak", "activations", sampler if sampler > act else 0.0,
+    vision = vision_profile_bytes(model, rows, tp) if rules.vision_profile_per_seq else 0.0
+    forward, why = (vision, WHY_VISION) if vision > act else (act, WHY_ACT)  # the encoder's forward is the larger
+    return [Item("forward_activations", "activations", forward if forward >= sampler else 0.0, why),
+            Item("sampler_peak", "activations", sampler if sampler > forward else 0.0,
                  _why_sampler(rows, rules.sampler_bytes_per_vocab)), *held]
+
+
+def vision_profile_bytes(model: ModelArch, rows: int, tp: int) -> float:
+    """The vision tower's peak during vLLM V0's encoder-decoder profile, `rows` images at once, as
+    vllm/model_executor/models/mllama.py (0.6.x) holds it in the local encoder's MLP of its last
+    layers: the aspect-ratio mask (rows x span^2 bf16, built by _prepare_aspect_ratio_attention_mask
+    and passed to every layer), the saved_states hidden states the encoder keeps for the projector
+    (MllamaVisionEncoder's encoder_states), the residual and the post-attention LayerNorm output,
+    and CLIPMLP's fc1 output beside its out-of-place GELU (column-parallel: split over TP). The
+    hidden states are all-gathered after the patch embedding, so whole on every rank."""
+    v = model.vision_profile
+    if v is None:
+        return 0.0
+    mask = v.mask_span * v.mask_span * ACT_BYTES
+    states = (v.saved_states + 2) * v.tokens * v.hidden * ACT_BYTES
+    mlp = 2 * v.tokens * v.intermediate / tp * ACT_BYTES
+    return rows * (mask + states + mlp)
 
 
 def _held_allreduce_items(model: ModelArch, w: Workload, d: Deployment, rules: EngineRules, tp: int) -> list[Item]:
