@@ -74,21 +74,24 @@ PLAN_LORA: dict[str, object] = {"model": "qwen2.5-7b", "task": "lora"}
 
 
 def plan_time(repeats: int = 7, request: dict[str, object] | None = None,
-              exhaustive: bool = False) -> tuple[float, float, float, int]:
+              exhaustive: bool = False) -> tuple[float, float, float, int, tuple[int, int]]:
     """Warm in-process plan over the whole catalog: best and median wall seconds, median CPU
-    seconds (this process's, so the waits of a shared machine drop out), configurations covered.
-    `exhaustive`: the reference search, every configuration estimated in full."""
+    seconds (this process's, so the waits of a shared machine drop out), configurations covered,
+    and the memory and speed estimates run. `exhaustive`: the reference search, every
+    configuration estimated in full."""
     from gpuwise.service import PlanRequest, run_plan
 
     req = PlanRequest(**(request or PLAN_WARM))  # type: ignore[arg-type]
     run_plan(req, exhaustive=exhaustive).to_dict()  # warm: models, catalogs and price tables parsed once
-    walls, cpus, evaluated = [], [], 0
+    walls, cpus, evaluated, estimates = [], [], 0, (0, 0)
     for _ in range(repeats):
         start, cpu = time.perf_counter(), time.process_time()
-        evaluated = run_plan(req, exhaustive=exhaustive).to_dict()["evaluated"]
+        outcome = run_plan(req, exhaustive=exhaustive)
+        evaluated = outcome.to_dict()["evaluated"]
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
-    return min(walls), statistics.median(walls), statistics.median(cpus), evaluated
+        estimates = outcome.result.estimates
+    return min(walls), statistics.median(walls), statistics.median(cpus), evaluated, estimates
 
 
 def distinct_plans() -> tuple[float, float, int]:
@@ -118,19 +121,20 @@ if __name__ == "__main__":
         print(f"  same, {what}: wall {statistics.median(walls):.3f} s, CPU {statistics.median(cpus):.3f} s")
     print(f"import gpuwise: {import_time() * 1000:.1f} ms")
     print(f"memory estimates per second in process: {in_process():,.0f}")
-    best, median, cpu, evaluated = plan_time()
+    best, median, cpu, evaluated, (mem, spd) = plan_time()
     print(f"warm `plan` llama-3.1-70b over the whole catalog, in process: best {best * 1000:.0f} ms, "
           f"median {median * 1000:.0f} ms ({evaluated:,} configurations, {evaluated / median:,.0f}/s); "
-          f"CPU median {cpu * 1000:.0f} ms")
-    best, median, cpu, evaluated = plan_time(3, exhaustive=True)
-    print(f"  same, exhaustive reference search (every configuration estimated): best {best * 1000:.0f} ms, "
-          f"median {median * 1000:.0f} ms, CPU median {cpu * 1000:.0f} ms")
+          f"CPU median {cpu * 1000:.0f} ms; {mem:,} memory and {spd:,} speed estimates")
+    best, median, cpu, evaluated, (mem, spd) = plan_time(3, exhaustive=True)
+    print(f"  same, exhaustive reference search: best {best * 1000:.0f} ms, median {median * 1000:.0f} ms, "
+          f"CPU median {cpu * 1000:.0f} ms; {mem:,} memory and {spd:,} speed estimates")
     median, cpu, n = distinct_plans()
     print(f"  {n} distinct requests (3 models x 3 context/concurrency), each once: median {median * 1000:.0f} ms, "
           f"CPU median {cpu * 1000:.0f} ms")
-    best, median, cpu, evaluated = plan_time(5, PLAN_LORA)
+    best, median, cpu, evaluated, (mem, spd) = plan_time(5, PLAN_LORA)
     print(f"warm `plan` qwen2.5-7b --task lora over the whole catalog: best {best * 1000:.0f} ms, "
-          f"median {median * 1000:.0f} ms ({evaluated:,} configurations), CPU median {cpu * 1000:.0f} ms")
+          f"median {median * 1000:.0f} ms ({evaluated:,} configurations), CPU median {cpu * 1000:.0f} ms; "
+          f"{mem:,} memory and {spd:,} speed estimates")
     walls, cpus = cold_runs(5, PLAN_COLD)
     print(f"cold `gpuwise plan ... --json` (median of 5): wall {statistics.median(walls):.3f} s, "
           f"CPU {statistics.median(cpus):.3f} s")

@@ -79,7 +79,7 @@ def test_plan_1_names_the_tight_variant_of_its_card_that_would_otherwise_have_wo
         cards, excluded = _plan_cards(req)
         result = plan(model, w, cards, t, opts, excluded=excluded)
         order = search_order(result.objective, t.stage, opts)
-        by_card, _ = search(model, w, [c for c in cards if c.id not in excluded], t, opts, order)
+        by_card, _, _ = search(model, w, [c for c in cards if c.id not in excluded], t, opts, order)
         best = result.plans[0]
         assert not best.tight or not any(c.ok and not c.tight for x in by_card.values() for c in x)
         tight = next((c for c in by_card[best.deployment.card.id] if c.ok and c.tight), None)
@@ -106,7 +106,7 @@ def test_the_ranking_reads_the_same_memory_range_as_the_plan_it_writes(req: Plan
     model, w, t, opts = plan_request_parts(req)
     cards, _ = _plan_cards(req)
     order = search_order(objective_for(t.objective, t.stage, w, opts), t.stage, opts)
-    by_card, _ = search(model, w, cards, t, opts, order)
+    by_card, _, _ = search(model, w, cards, t, opts, order)
     tried = [c for x in by_card.values() for c in x]
     assert tried
     for c in tried:

@@ -183,9 +183,10 @@ def _card(req: _Request, configs: list[Config], order: Order,
 
 
 def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-           order: Order) -> tuple[dict[str, list[Candidate]], int]:
+           order: Order) -> tuple[dict[str, list[Candidate]], int, tuple[int, int]]:
     """Each card's configurations best first (those that cannot rank first on the card may be left
-    out when the order has a prefix), and how many configurations the search covered."""
+    out when the order has a prefix), how many configurations the search covered, and how many
+    memory and speed estimates it ran for them."""
     req = _Request(model, t, opts, w.is_training)
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
@@ -198,4 +199,5 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
         found.setdefault(card.id, []).extend((at + i, c) for i, c in tried)
         offset[card.id] = at + len(configs)
         evaluated += n
-    return {cid: _order(tried, order.key) for cid, tried in found.items()}, evaluated
+    return {cid: _order(tried, order.key) for cid, tried in found.items()}, evaluated, \
+        (len(req.memory), len(req.speed))

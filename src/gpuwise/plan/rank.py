@@ -316,15 +316,17 @@ class PlanResult:
     reasons: list[Text]
     rejected: list[WhyNot]
     unpriced: list[WhyNot]  # fits and meets the targets, but the objective needs a price
-    evaluated: int
+    evaluated: int  # configurations the search covered
     objective: Objective
     notes: tuple[Text, ...] = ()
+    estimates: tuple[int, int] = (0, 0)  # memory and speed estimates run (not in the JSON)
 
 
 def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
-            order: Order, exhaustive: bool) -> tuple[dict[str, list[Candidate]], int]:
-    """Each card's tried configurations, best first, and the count. `exhaustive`: every one
-    estimated in full, one by one (the reference plan.fast is tested against)."""
+            order: Order, exhaustive: bool) -> tuple[dict[str, list[Candidate]], int, tuple[int, int]]:
+    """Each card's tried configurations, best first, the count, and the memory and speed estimates
+    run. `exhaustive`: every one estimated in full, one by one (the reference plan.fast is tested
+    against)."""
     if not exhaustive:
         return search(model, w, cards, t, opts, order)
     by_card: dict[str, list[Candidate]] = {c.id: [] for c in cards}
@@ -334,7 +336,7 @@ def _search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: 
         evaluated += 1
     for tried in by_card.values():
         tried.sort(key=lambda c: (not c.ok, not c.fits, order.key(c)))
-    return by_card, evaluated
+    return by_card, evaluated, (evaluated, sum(c.fits for x in by_card.values() for c in x))
 
 
 def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
@@ -346,12 +348,13 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     key = order.key
     excluded = excluded or {}
     searched = [c for c in cards if c.id not in excluded]
-    by_card, evaluated = _search(model, w, searched, t, opts, order, exhaustive)
+    by_card, evaluated, estimates = _search(model, w, searched, t, opts, order, exhaustive)
     notes: tuple[Text, ...] = ()
     if t.weights == "auto" and not w.is_training and not any(x and x[0].ok for x in by_card.values()):
         low = dataclasses.replace(t, low_bit=True)
-        by_card, more = _search(model, w, searched, low, opts, order, exhaustive)
+        by_card, more, again = _search(model, w, searched, low, opts, order, exhaustive)
         evaluated += more
+        estimates = (estimates[0] + again[0], estimates[1] + again[1])
         tried_fmts = ", ".join(precisions(model, w, t))
         notes = (Text(f"Nothing fits the constraints at {tried_fmts}, so 4-bit weights were tried too "
                       "(see each plan's quality cost).",
@@ -374,4 +377,4 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     reasons = [deciding_reason(c, obj, i, t, winner, by_card[c.deployment.card.id], key)
                for i, c in enumerate(plans)]
     return PlanResult(plans=plans, reasons=reasons, rejected=rejected, unpriced=unpriced,
-                      evaluated=evaluated, objective=obj, notes=notes)
+                      evaluated=evaluated, objective=obj, notes=notes, estimates=estimates)
