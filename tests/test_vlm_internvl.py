@@ -133,3 +133,14 @@ def test_qwen2_vl_merger_projects_into_the_language_width() -> None:
     v = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3, "hidden_size": 3584,
          "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
     assert abs(vision_params(v, 3584, "qwen2-vl-7b") - 675_000_000) <= 0.01 * 675_000_000
+
+
+def test_qwen25_vl_7b_at_4_bit_fits_a_16_gb_card_with_a_720p_image() -> None:
+    # The guides' case: Qwen2.5-VL-7B in 4 bit on a 16 GB card. The vision tower stays 16-bit
+    # (AWQ exports leave it), the image's 1,198 tokens join the 4,096-token prompt.
+    out = estimate_json(EstimateRequest(model="qwen2.5-vl-7b", card="rtx-4060-ti-16gb", weights="int4",
+                                        context=4096, width=1280, height=720))
+    assert out["fits"] and out["vision"]["image_tokens"] == 26 * 46 + 2
+    assert out["vision"]["context_with_images"] == 4096 + 1198
+    vision_bf16 = QWEN_VL.arch().vision_params * 2
+    assert vision_bf16 < out["memory"]["weights"] < 8 * 2**30
