@@ -266,9 +266,14 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                       nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),
                                 kv_pool=pool)
-    return MemoryResult(breakdown=breakdown, usable=budget.usable,
-                        capacity=_capacity(model, w, elem, share, pool, rules.block_size,
-                                           hybrid_pages(model, elem, share, rules)), host=host)
+    if rules.pool == "grow" and on_device > 0:
+        # no pool: the cache is grown for the batch asked, so the capacity is what the memory left
+        # beside the weights, activations and runtime could hold (on the GPU layers' share)
+        room = max(0.0, budget.usable - fixed)
+        capacity = _capacity(model, w, elem, share * on_device, room, rules.block_size)
+    else:
+        capacity = _capacity(model, w, elem, share, pool, rules.block_size, hybrid_pages(model, elem, share, rules))
+    return MemoryResult(breakdown=breakdown, usable=budget.usable, capacity=capacity, host=host)
 
 
 @dataclass(frozen=True)
