@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.service import PlanRequest, run_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +117,46 @@ def test_the_fast_search_answers_as_the_captured_plans(name: str) -> None:
                     "(regenerate: python -m tests.test_plan_equivalence --write)")
     want = json.loads((FIXTURES / f"{name}.json").read_text())
     found = differences(answer(QUERIES[name]), want)
+    assert not found, "\n".join(found[:20])
+
+
+CARDS = ("h100-sxm", "a100-80gb-sxm", "a100-40gb-sxm", "rtx-4090", "rtx-4090d", "rtx-3090", "l40s", "l4", "t4",
+         "v100-pcie-16gb", "rtx-4060", "rtx-4050-laptop", "h20", "gb200-gpu", "b200")
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> PlanRequest:
+    """A random plan request over a random handful of cards: serving or LoRA, with or without targets."""
+    cards = ",".join(draw(st.lists(st.sampled_from(CARDS), min_size=1, max_size=5)))
+    model = draw(st.sampled_from(("llama-3.1-8b", "qwen2.5-32b", "qwen3-30b-a3b", "llama-3.1-70b")))
+    if draw(st.booleans()):
+        return PlanRequest(model="qwen2.5-7b", task="lora", cards=cards, seq_len=draw(st.sampled_from((1024, 4096))),
+                           stage=draw(st.sampled_from((None, "validate"))),
+                           budget=draw(st.sampled_from((None, 500.0))),
+                           train_tokens=draw(st.sampled_from((None, 1e8))))
+    return PlanRequest(model=model, cards=cards, context=draw(st.sampled_from((1024, 8192, 32768))),
+                       concurrency=draw(st.sampled_from((1, 3, 8, 32))),
+                       objective=draw(st.sampled_from(("cost", "cost", "speed", "cost-per-token"))),
+                       weights=draw(st.sampled_from(("auto", "any", "fp8"))),
+                       budget=draw(st.sampled_from((None, 3.0, 20.0))),
+                       max_ttft=draw(st.sampled_from((None, 0.5))),
+                       min_tokens_per_s_per_user=draw(st.sampled_from((None, 25.0))),
+                       stage=draw(st.sampled_from((None, None, "validate", "stabilise"))),
+                       allow_offload=draw(st.booleans()), replicas=draw(st.sampled_from((None, None, 2))))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(requests())
+def test_random_requests_get_the_same_answer_from_both_searches(req: PlanRequest) -> None:
+    try:
+        fast = answer(req)
+    except GpuwiseError as e:  # refused up front (a context past the model's): both searches refuse it
+        event("refused")
+        with pytest.raises(type(e)):
+            answer(req, exhaustive=True)
+        return
+    event("planned" if fast["plans"] else "nothing planned")
+    found = differences(fast, answer(req, exhaustive=True))
     assert not found, "\n".join(found[:20])
 
 
