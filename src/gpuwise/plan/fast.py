@@ -158,18 +158,39 @@ def _estimated(req: _Request, group: list[tuple[int, Config]]) -> list[tuple[int
     return out
 
 
+def _valid(req: _Request, configs: list[Config]) -> list[tuple[int, Config]]:
+    """The configurations `check_valid` accepts, with their place; the search yields runs of one
+    (workload, deployment) over the replica counts, so the last answer is reused by identity."""
+    out: list[tuple[int, Config]] = []
+    last_w: Workload | None = None
+    last_d: Deployment | None = None
+    ok = False
+    for i, c in enumerate(configs):
+        if c[0] is not last_w or c[1] is not last_d:
+            last_w, last_d = c[0], c[1]
+            ok = req.is_valid(last_w, last_d)
+        if ok:
+            out.append((i, c))
+    return out
+
+
 def _card(req: _Request, configs: list[Config], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """The card's estimated configurations with their place in the search's order, and how many
     configurations it has that `check_valid` accepts (less those an estimate refused)."""
-    valid = [(i, c) for i, c in enumerate(configs) if req.is_valid(c[0], c[1])]
+    valid = _valid(req, configs)
     prefix = order.prefix
     if prefix is None:
         tried = _estimated(req, valid)
         return tried, len(tried)
     groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
+    heads: dict[int, tuple[float, ...]] = {}  # by GPU count
     for i, c in valid:
-        groups.setdefault(prefix(card, c[1].gpus * c[1].nodes * c[2]), []).append((i, c))
+        gpus = c[1].gpus * c[1].nodes * c[2]
+        head = heads.get(gpus)
+        if head is None:
+            head = heads[gpus] = prefix(card, gpus)
+        groups.setdefault(head, []).append((i, c))
     tried, refused, pruning = [], 0, True
     for head in sorted(groups):
         found = _estimated(req, groups[head])

@@ -115,6 +115,20 @@ def _value_key(obj: Objective, c: Candidate) -> float:
     return _bucket(v)
 
 
+# The hourly prefixes by (card, GPUs), kept across requests for the same price rows, provider,
+# billing and stage preference: pure functions of those (the offers hashed once per request). The
+# shipped files read when no offers are given may change, so those stay with their request.
+_PREFIXES: dict[tuple[object, ...], dict[tuple[str, int], tuple[float, ...]]] = {}
+
+
+def _prefixes(opts: CostOptions, one_first: bool) -> dict[tuple[str, int], tuple[float, ...]]:
+    if opts.offers is None:
+        return {}
+    if len(_PREFIXES) >= 64:
+        _PREFIXES.clear()
+    return _PREFIXES.setdefault((opts.offers, opts.provider, opts.billing, one_first), {})
+
+
 def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
     """The sort key, and for an hourly objective the part of it known before any estimate (the
     stage's preference, the offer's price x GPUs, the GPU count) for the search to visit cheap
@@ -123,7 +137,7 @@ def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
     if obj.key != "per_hour":
         return Order(key)
     one_first = stage == "validate"
-    made: dict[tuple[str, int], tuple[float, ...]] = {}
+    made = _prefixes(opts, one_first)
 
     def prefix(card: Card, gpus: int) -> tuple[float, ...]:
         found = made.get((card.id, gpus))
