@@ -306,11 +306,13 @@ def configurations(
     model: ModelArch, w: Workload, card: Card, t: Targets, shapes: Shapes
 ) -> Iterator[tuple[Workload, Deployment, int, int]]:
     """Every (workload, deployment, replicas, nodes) the search tries on `card`, in its order."""
+    # the engines and replica counts depend on the users, not on the precision: listed once
+    serving = [] if w.is_training else list(_serving(model, w, card, t, shapes))
     for fmt in precisions(model, w, t):
         for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
             w2 = shapes.workload(w, weights=fmt, grad_ckpt=ckpt)
             if not w.is_training:
-                for d, replicas, nodes in _serving(model, w2, card, t, shapes):
+                for d, replicas, nodes in serving:
                     yield w2, d, replicas, nodes
                 continue
             for d in _training(w2, card, t, shapes):
