@@ -70,7 +70,8 @@ class Runner:
         self.light = Lane("light", LIGHT_WORKERS, processes=plan_processes, max_wait_s=max_wait_s,
                           warm=calls.warm_light, probe=(calls.estimate_bytes, (list(calls.WARM_ESTIMATE),)))
         self.heavy = Lane("heavy", self.workers, processes=plan_processes, max_wait_s=max_wait_s,
-                          warm=calls.warm_plans, batch=True, probe=(calls.plan_bytes, (list(calls.PROBE_PLAN),)))
+                          warm=calls.warm_plans, batch=True, depth=2,
+                          probe=(calls.plan_bytes, (list(calls.PROBE_PLAN),)))
         self.cache = calls.ResultCache()
         self._inflight: dict[Any, asyncio.Task[Any]] = {}
 

@@ -31,9 +31,13 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
 from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
-from gpuwise.web.workers import Worker, WorkerPool
+from gpuwise.web.workers import Requeue, Worker, WorkerPool
 
 MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
+# A call sent to a worker that is still busy waits in its pipe; a larger one (a pasted config,
+# a verify file) waits for an idle worker instead, so that writing it never blocks the server
+# (an AF_UNIX socket buffers ~200 KiB: net.core.wmem_default 212992 on Linux).
+PIPE_QUEUE_MAX_BYTES = 64 * 1024
 FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
 # Weight of the newest service time in the running mean: plans vary ~4x in cost, and the
 # expected wait sums the ~100 ahead, so the mean need not follow each one.
@@ -74,10 +78,12 @@ class Lane:
 
     def __init__(self, name: str, workers: int, *, processes: bool, max_wait_s: float = MAX_WAIT_S,
                  max_queue: int = MAX_QUEUE, warm: Callable[[], None] | None = load_catalogs,
-                 batch: bool = False, probe: tuple[Callable[..., Any], tuple[Any, ...]] | None = None) -> None:
-        """`batch`: its worker processes are CPU-bound batch work (web/workers.py); `probe`: a
-        representative call, timed on each warm worker to start the mean service time."""
-        self.name, self.workers, self.processes, self.batch = name, workers, processes, batch
+                 batch: bool = False, depth: int = 1,
+                 probe: tuple[Callable[..., Any], tuple[Any, ...]] | None = None) -> None:
+        """`batch`: its worker processes are CPU-bound batch work; `depth`: calls sent to one
+        worker at once (web/workers.py); `probe`: a representative call, timed on each warm
+        worker to start the mean service time."""
+        self.name, self.workers, self.processes, self.batch, self.depth = name, workers, processes, batch, depth
         self.max_wait_s, self.max_queue, self.warm_fn, self.probe = max_wait_s, max_queue, warm, probe
         self.mean_s = FIRST_GUESS_S.get(name, 0.1)
         self.waiting = 0  # admitted, not yet running
@@ -94,7 +100,7 @@ class Lane:
 
     def _admit(self) -> None:
         wait = self.expected_wait_s()
-        if self.waiting >= self.max_queue or (self.waiting > 0 and wait > self.max_wait_s):
+        if self.waiting >= self.max_queue or wait > self.max_wait_s:
             self.refused += 1
             raise Busy(wait)
 
@@ -104,7 +110,11 @@ class Lane:
     def _took(self, began: float) -> None:
         self.running -= 1
         self.answered += 1
-        self.mean_s += _EWMA * (time.monotonic() - began - self.mean_s)
+        if not self.processes:  # a process lane is told each call's own time (`_served`)
+            self._served(time.monotonic() - began)
+
+    def _served(self, seconds: float) -> None:
+        self.mean_s += _EWMA * (seconds - self.mean_s)
 
     async def run(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker: refused at once when the queue is full, 504 past `timeout_s`."""
@@ -146,24 +156,27 @@ class Lane:
     async def _run_in_process(self, timeout_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         pool = self._start()
         message = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)  # before a worker is taken
-        worker = await self._take_worker(pool)
-        self.running += 1
-        began = time.monotonic()
-        future = worker.send(message)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            pool.abandon(worker)  # killed: the work has ended; its replacement takes the next one
-            raise _too_slow(timeout_s) from None
-        finally:
-            self._took(began)
+        while True:
+            worker = await self._take_worker(pool, queue_ok=len(message) <= PIPE_QUEUE_MAX_BYTES)
+            self.running += 1
+            began = time.monotonic()
+            future = worker.send(message)
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            except TimeoutError:
+                pool.abandon(worker, future)  # killed: the work has ended; its replacement takes the next
+                raise _too_slow(timeout_s) from None
+            except Requeue:
+                continue  # queued behind a call whose worker was killed: not run yet, so run it elsewhere
+            finally:
+                self._took(began)
 
-    async def _take_worker(self, pool: WorkerPool) -> Worker:
-        """A free worker: at once when one is idle, else first come, first served, bounded in time."""
-        queued = not pool.free or bool(pool.waiters)
+    async def _take_worker(self, pool: WorkerPool, *, queue_ok: bool) -> Worker:
+        """A worker with room: at once when one has, else first come, first served, bounded in time."""
+        queued = not pool.can_take(pool.depth if queue_ok else 1)
         self.waiting += queued
         try:
-            return await pool.take(self._queue_limit_s())
+            return await pool.take(self._queue_limit_s(), queue_ok=queue_ok)
         except TimeoutError:
             raise Busy(self.expected_wait_s()) from None
         finally:
@@ -171,7 +184,8 @@ class Lane:
 
     def _start(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self.workers, self.warm_fn, batch=self.batch)
+            self._pool = WorkerPool(self.workers, self.warm_fn, batch=self.batch, depth=self.depth,
+                                    served=self._served)
         return self._pool
 
     async def warm(self) -> None:

@@ -18,6 +18,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -87,8 +88,13 @@ def _main(conn: Connection, warm: Callable[[], None] | None, batch: bool) -> Non
         conn.send_bytes(_answer(message))
 
 
+class Requeue(Exception):
+    """A call queued behind one whose worker was killed: run it again on another worker."""
+
+
 class Worker:
-    """One worker process and the server's end of its pipe."""
+    """One worker process and the server's end of its pipe; `pending` holds the futures of the
+    calls sent to it, answered in order."""
 
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
@@ -99,15 +105,25 @@ class Worker:
         theirs.close()
         self.conn = ours
         self.ready, self.alive = False, True
-        self.pending: asyncio.Future[Any] | None = None
+        self.pending: deque[asyncio.Future[Any]] = deque()
+        self.sent_at: deque[float] = deque()  # beside `pending`
+        self.last_done = 0.0
+        self.reserved = 0  # handed to a call that has not sent yet
         pool.loop.add_reader(ours.fileno(), self._readable)
+
+    @property
+    def load(self) -> int:
+        return len(self.pending) + self.reserved
 
     def send(self, message: bytes) -> asyncio.Future[Any]:
         """Start one call (a pickled `(fn, args)`); its answer arrives in the future."""
-        future = self.pending = self.pool.loop.create_future()
+        self.reserved = max(0, self.reserved - 1)
+        future: asyncio.Future[Any] = self.pool.loop.create_future()
+        self.pending.append(future)
+        self.sent_at.append(time.monotonic())
         try:
             self.conn.send_bytes(message)
-        except OSError:  # the worker died since it was last idle
+        except OSError:  # the worker died since it was last handed a call
             self.pool.lost(self)
         return future
 
@@ -120,16 +136,25 @@ class Worker:
         if not self.ready:
             self.ready = True
             self.pool.failed_starts = 0
-            self.pool.idle(self)
-            return
-        future, self.pending = self.pending, None
-        ok, value = pickle.loads(message)
-        if future is not None and not future.done():
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-        self.pool.idle(self)
+        elif self.pending:
+            future, now = self.pending.popleft(), time.monotonic()
+            # its own time on the worker, not the time it waited in the pipe behind another call
+            self.pool.served(now - max(self.sent_at.popleft(), self.last_done))
+            self.last_done = now
+            ok, value = pickle.loads(message)
+            if not future.done():
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+        self.pool.released()
+
+    def fail(self, error: BaseException) -> None:
+        self.sent_at.clear()
+        while self.pending:
+            future = self.pending.popleft()
+            if not future.done():
+                future.set_exception(error)
 
     def stop(self) -> None:
         """Close the pipe (the worker exits) and make sure the process has ended."""
@@ -146,15 +171,20 @@ class Worker:
 
 
 class WorkerPool:
-    """`size` worker processes. A ready worker is handed straight to the longest-waiting call
-    (first come, first served: a newcomer never takes the worker a waiter was promised, which
-    asyncio.Queue allows), else kept in `free`."""
+    """`size` worker processes, each sent up to `depth` calls at once: with 2, a busy worker
+    finds its next call already in its pipe when it finishes one, so it never sleeps between
+    calls waiting for the server to wake, read the answer and send the next (on a saturated
+    2-core machine each such wake-up costs milliseconds; ProcessPoolExecutor queues one call
+    ahead for the same reason). Calls are handed out first come, first served: a newcomer never
+    takes the place promised to a call already waiting."""
 
-    def __init__(self, size: int, warm: Callable[[], None] | None, *, batch: bool = False) -> None:
-        self.size, self.warm, self.batch = size, warm, batch
+    def __init__(self, size: int, warm: Callable[[], None] | None, *, batch: bool = False,
+                 depth: int = 1, served: Callable[[float], None] | None = None) -> None:
+        """`served(seconds)`: told each call's own time on its worker."""
+        self.size, self.warm, self.batch, self.depth = size, warm, batch, depth
+        self.served = served or (lambda _: None)
         self.loop = asyncio.get_running_loop()
-        self.free: deque[Worker] = deque()
-        self.waiters: deque[asyncio.Future[Worker]] = deque()
+        self.waiters: deque[tuple[asyncio.Future[Worker], int]] = deque()
         self.closed = False
         self.failed_starts = 0  # workers in a row that ended before they said ready
         self._all_ready = asyncio.Event()
@@ -174,49 +204,65 @@ class WorkerPool:
                                   "`python -c \"import gpuwise.web.calls\"` runs.",
                                   "计算进程在就绪前即退出；请检查 `python -c \"import gpuwise.web.calls\"` 能否运行。"))
 
-    def idle(self, worker: Worker) -> None:
-        if self.closed or not worker.alive:
+    def _pick(self, depth: int) -> Worker | None:
+        """The least loaded ready worker, if it can take another call."""
+        best = min((w for w in self.workers if w.ready and w.alive), key=lambda w: w.load, default=None)
+        return best if best is not None and best.load < depth else None
+
+    def can_take(self, depth: int) -> bool:
+        return not self.waiters and self._pick(min(depth, self.depth)) is not None
+
+    def released(self) -> None:
+        """A worker finished a call or became ready: serve the waiting calls, oldest first."""
+        if self.closed:
             return
         if self.ready_count == self.size:
             self._all_ready.set()
         while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(worker)
+            waiter, depth = self.waiters[0]
+            if waiter.done():
+                self.waiters.popleft()
+                continue
+            worker = self._pick(depth)
+            if worker is None:
                 return
-        self.free.append(worker)
+            self.waiters.popleft()
+            worker.reserved += 1
+            waiter.set_result(worker)
 
-    async def take(self, timeout_s: float) -> Worker:
-        """An idle worker: at once when one is free and no call waits, else in arrival order.
-        TimeoutError past `timeout_s`."""
-        while self.free and not self.waiters:
-            worker = self.free.popleft()
-            if worker.alive:
-                return worker
+    async def take(self, timeout_s: float, *, queue_ok: bool = True) -> Worker:
+        """A worker for one call, reserved: at once when one has room and no call waits, else
+        in arrival order; TimeoutError past `timeout_s`. `queue_ok=False`: only an idle worker
+        (a large message must not wait in a pipe, where writing it could block the server)."""
+        depth = self.depth if queue_ok else 1
+        worker = None if self.waiters else self._pick(depth)
+        if worker is not None:
+            worker.reserved += 1
+            return worker
         waiter: asyncio.Future[Worker] = self.loop.create_future()
-        self.waiters.append(waiter)
+        self.waiters.append((waiter, depth))
         try:
             return await asyncio.wait_for(waiter, timeout_s)
         except BaseException:
             if waiter.done() and not waiter.cancelled():
-                self.idle(waiter.result())  # promised just as the wait ended: pass it on
-            elif waiter in self.waiters:
-                self.waiters.remove(waiter)
+                waiter.result().reserved -= 1  # handed over just as the wait ended: give it back
+                self.released()
             raise
 
     def lost(self, worker: Worker) -> None:
-        """A worker ended on its own: fail its call and start a replacement."""
-        future, worker.pending = worker.pending, None
+        """A worker ended on its own: fail its calls and start a replacement."""
         self._replace(worker, killed=False)
-        if future is not None and not future.done():
-            future.set_exception(WorkerLost(Text(
-                "The worker computing this request stopped; a new one has been started.",
-                "计算该请求的进程已停止，已启动新的进程。")))
+        worker.fail(WorkerLost(Text("The worker computing this request stopped; a new one has been started.",
+                                    "计算该请求的进程已停止，已启动新的进程。")))
 
-    def abandon(self, worker: Worker) -> None:
-        """A call past its time limit: kill its worker; the replacement is free once warm."""
-        worker.pending = None
+    def abandon(self, worker: Worker, future: asyncio.Future[Any]) -> None:
+        """A call past its time limit: kill its worker (the work ends with it); calls queued
+        behind it run again elsewhere; the replacement takes calls once warm."""
+        if future in worker.pending:
+            del worker.sent_at[worker.pending.index(future)]
+            worker.pending.remove(future)
         self._replace(worker, killed=True)
+        worker.fail(Requeue())
 
     def _replace(self, worker: Worker, *, killed: bool) -> None:
         if worker not in self.workers:
@@ -241,4 +287,4 @@ class WorkerPool:
             worker.stop()
 
 
-__all__ = ["Worker", "WorkerLost", "WorkerPool"]
+__all__ = ["Requeue", "Worker", "WorkerLost", "WorkerPool"]
