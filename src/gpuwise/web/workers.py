@@ -141,7 +141,11 @@ class Worker:
             # its own time on the worker, not the time it waited in the pipe behind another call
             self.pool.served(now - max(self.sent_at.popleft(), self.last_done))
             self.last_done = now
-            ok, value = pickle.loads(message)
+            try:
+                ok, value = pickle.loads(message)
+            except Exception:  # noqa: BLE001 - an answer that cannot be read is an error, not a hang
+                ok, value = False, GpuwiseError(Text("The worker's answer could not be read.",
+                                                     "无法读取计算进程的结果。"))
             if not future.done():
                 if ok:
                     future.set_result(value)
