@@ -281,9 +281,21 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
         "front_cpu_ms_per_request": (round(server_cpu_s[0] * 1000 / max(1, len(plans) + len(probes)), 2)
                                      if server_cpu_s else None),
         "client_cpu_ms_per_request": round(sum(p["cpu_s"] for p in parts) * 1000 / max(1, len(plans)), 2),
+        "implied_by_cpu": implied(server_cpu_s[1] * per_answer if server_cpu_s else None, clients),
         "target": {"p99_ms_at_most": P99_TARGET_MS, "refused_at_most": MAX_REFUSED, "held": held},
         "timeline": timeline(plans),
     }
+
+
+def implied(cpu_ms_per_answer: float | None, clients: int) -> dict[str, float] | None:
+    """What the server's CPU time per answer implies on this machine's cores were they its alone
+    (a shared machine's other work taken out): answers/s, and the closed-loop latency of
+    `clients` clients at that rate (Little's law: clients / rate). An upper bound on the rate,
+    which counts the CPU spent on 503s as well."""
+    if not cpu_ms_per_answer:
+        return None
+    rate = len(os.sched_getaffinity(0)) * 1000 / cpu_ms_per_answer
+    return {"answers_per_s": round(rate, 1), "latency_s": round(clients / rate, 2)}
 
 
 def timeline(plans: list[tuple[float, int, float]], step_s: float = 5.0) -> list[dict[str, Any]]:
@@ -378,6 +390,10 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"  CPU: server {r['server_cpu_ms_per_answer']} ms per answer (all its processes), of which the "
           f"server process {r['front_cpu_ms_per_request']} ms per request; "
           f"clients {r['client_cpu_ms_per_request']} ms per request")
+    if r["implied_by_cpu"]:
+        i = r["implied_by_cpu"]
+        print(f"  implied by CPU time on {r['cores']} cores of its own: {i['answers_per_s']} answers/s, "
+              f"{i['latency_s']} s per request for {r['clients']} closed-loop clients")
     print("  by 5 s of sending time (answered/503, p50-p99 ms): " + "; ".join(
         f"{w['answered']}/{w['refused_503']} {w['p50_ms']}-{w['p99_ms']}" for w in r["timeline"]))
     t = r["target"]
