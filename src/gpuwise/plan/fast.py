@@ -75,8 +75,9 @@ class _Request:
     valid: dict[tuple[int, int], bool] = field(default_factory=dict)
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
-    twins: dict[int, tuple[object, ...]] = field(default_factory=dict)
-    memory: dict[tuple[object, ...], MemoryResult] = field(default_factory=dict)
+    twins: dict[int, int] = field(default_factory=dict)
+    tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
+    memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
     def is_valid(self, w: Workload, d: Deployment) -> bool:
@@ -102,24 +103,25 @@ class _Request:
             found = self.replica[key] = self.same.setdefault(one, one)
         return found
 
-    def twin(self, d: Deployment) -> tuple[object, ...]:
+    def twin(self, d: Deployment) -> int:
         """What a memory estimate reads of a deployment: every setting but the card, and of the card
         its memory and whether the engine gives it large-GPU defaults (memory_infer.py; training
         reads the memory alone). Two cards that agree there get the same estimate: the 4 cards of
         23.64 GiB, the 4 of 79.15 GiB. tests/test_plan_speed_twins.py holds the estimator to it."""
-        key = self.twins.get(id(d))
-        if key is None:
+        token = self.twins.get(id(d))
+        if token is None:
             card = d.card
             large = not self.training and rules_for(d).is_large(card.name, card.usable_bytes / GiB)
-            key = self.twins[id(d)] = (card.usable_bytes, large, *(getattr(d, f) for f in _SETTINGS))
-        return key
+            what = (card.usable_bytes, large, *(getattr(d, f) for f in _SETTINGS))
+            token = self.twins[id(d)] = self.tokens.setdefault(what, len(self.tokens))
+        return token  # one small number per twin
 
     def evaluate(self, config: Config) -> Candidate:
         """As `search.evaluate`, from the memo."""
         w, d, replicas, nodes = config
         w1 = self.per_replica(w, replicas)
         key = (id(w1), id(d))
-        twin = (id(w1), *self.twin(d))
+        twin = (id(w1), self.twin(d))
         mem = self.memory.get(twin)
         if mem is None:
             mem = self.memory[twin] = estimate_memory(self.model, w1, d)
