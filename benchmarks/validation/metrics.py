@@ -72,5 +72,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mfu", "fraction", _path("speed.mfu"), "train_speed", training=True),
     # Diffusion image / video pipelines (gpuwise.diffusion): GPU peak of one generation, seconds per output.
     Metric("image_peak", "bytes", _path("memory.required"), "image_memory", training=False),
+    # ... as the source's counter reads it: torch.cuda.max_memory_allocated / max_memory_reserved
+    Metric("image_peak_allocated", "bytes", _path("memory.allocated_peak"), "image_memory", training=False),
+    Metric("image_peak_reserved", "bytes", _path("memory.reserved_peak"), "image_memory", training=False),
     Metric("image_seconds", "s", _path("speed.seconds_per_output"), "image_speed", training=False),
 )}
