@@ -6,6 +6,7 @@ Derived values are properties; `__post_init__` only validates.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -163,13 +164,18 @@ class ModelArch:
                 f"模型“{self.name}”：layer_types 有 {len(self.layer_kinds)} 项，但模型有 {self.num_layers} 层。"))
 
     # --- derived shapes -------------------------------------------------------------
-    @property
+    @functools.cached_property
     def kinds(self) -> tuple[LayerKind, ...]:
+        # cached: a plan asks every estimate's layer counts (a frozen dataclass still has a __dict__)
         full: tuple[LayerKind, ...] = ("full",)
         return self.layer_kinds or full * self.num_layers
 
+    @functools.cached_property
+    def _kind_counts(self) -> dict[str, int]:
+        return {kind: self.kinds.count(kind) for kind in set(self.kinds)}
+
     def count_kind(self, kind: LayerKind) -> int:
-        return self.kinds.count(kind)
+        return self._kind_counts.get(kind, 0)
 
     def is_moe_layer(self, index: int) -> bool:
         return self.moe is not None and index not in self.moe.dense_layers
