@@ -59,6 +59,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
+    "optimizer_foreach": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -114,6 +115,9 @@ class Framework:
     # QLoRA through peft.prepare_model_for_kbit_training: every non-4-bit parameter (embedding, head,
     # norms) upcast to fp32, so the residual stream that starts at the embedding is fp32 too
     qlora_fp32_upcast: bool = False
+    # AdamW runs torch.optim's multi-tensor (foreach) path, which holds one state-sized intermediate
+    # during the step (exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)); fused kernels hold none
+    optimizer_foreach: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

@@ -60,6 +60,9 @@ WHY = {
     "optimizer": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
                       "parameter, sharded by ZeRO-1+; 8-bit: 1 byte per state",
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
+    "step_temp": Text("the optimizer step's intermediate: foreach AdamW's sqrt of the second moments, one state-sized "
+                      "tensor alive during the step only",
+                      "优化器更新的中间量：foreach AdamW 对二阶矩开方得到的、与状态同尺寸的张量，仅在更新时存在"),
     "activations": Text("saved for backward per layer by the checkpointing policy (norm fp32 copies, q/k/v, "
                         "attention output and log-sum-exp, MLP gate/up/act/down inputs), plus one layer recomputed",
                         "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），"
@@ -178,6 +181,7 @@ class _States:
     gather: float
     host: HostMemory
     head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
+    step_temp: float = 0.0  # the optimizer step's own intermediate (foreach AdamW)
 
 
 def held_share(counts: ParamBreakdown, ep: int) -> Callable[[int], float]:
@@ -235,9 +239,16 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # only after that last chunk, so it is whole while the chunks are alive
     whole = d.zero == 3 and dp > 1 and w.loss == "chunked"
     head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / (1 if whole else z2)
+    # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch before torch 2.8) makes one
+    # intermediate the size of the second moments, exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs),
+    # alive beside the states and gradients until the step's last addcdiv (pytorch/pytorch
+    # torch/optim/adamw.py _multi_tensor_adamw, v2.1; torch/optim/adam.py _multi_tensor_adam since 2.5)
+    temp = 0.0
+    if fw.optimizer_foreach and w.optimizer == "adamw" and not w.optimizer_in_backward and optimizer > 0:
+        temp = trainable * p.optimizer / 2 / split * trained(z1)
     return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
-                   host=host, head_grad=head)
+                   host=host, head_grad=head, step_temp=temp)
 
 
 def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
@@ -269,7 +280,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
     phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
               persistent + max(carried + kept + recompute, st.gradients),  # backward: acts freed as grads grow
-              persistent + st.gradients)  # optimizer step
+              persistent + st.gradients + st.step_temp)  # optimizer step
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
@@ -280,6 +291,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
              Item("adapters", "weights", st.adapters, WHY["adapters"]),
              Item("gradients", "gradients", st.gradients, WHY["gradients"]),
              Item("optimizer", "optimizer", st.optimizer, WHY["optimizer"]),
+             Item("optimizer_step", "optimizer", st.step_temp, WHY["step_temp"]),
              Item("activations", "activations", kept + recompute, WHY["activations"]),
              Item("logits", "activations", loss, WHY["logits"]),
              Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
