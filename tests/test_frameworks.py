@@ -162,3 +162,18 @@ def test_under_fsdp_the_chunked_loss_holds_the_whole_head_gradient() -> None:
     whole = 128256 * 4096 * 2  # bf16, not yet reduce-scattered over the 8 ranks
     assert head("chunked") == pytest.approx(whole)
     assert head("full") == pytest.approx(whole / 8)
+
+
+def test_the_end_of_2024_torchtitan_compiled_the_model_but_not_its_loss() -> None:
+    def items(framework: str, compile_: bool) -> dict[str, float]:
+        r = estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", task="pretrain",
+                                          framework=framework, gpus=8, zero=3, seq_len=8192, micro_batch=1,
+                                          compile=compile_))
+        return {i["name"]: float(i["bytes"]) for i in r["memory"]["items"]}
+    per_logit = 8192 * 128256
+    assert items("torchtitan-2024-12", True)["logits"] == pytest.approx(12 * per_logit)
+    assert items("torchtitan", True)["logits"] == pytest.approx(8 * per_logit)
+    # its AdamW ran the foreach path: one more fp32 copy of the second moments, sharded 8 ways
+    step = items("torchtitan-2024-12", False)["optimizer_step"]
+    assert step == pytest.approx(4 * 8.03e9 / 8, rel=0.01)
+    assert "optimizer_step" not in items("torchtitan", False)

@@ -59,7 +59,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
-    "optimizer_foreach": _F("bool"),
+    "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -118,6 +118,9 @@ class Framework:
     # AdamW runs torch.optim's multi-tensor (foreach) path, which holds one state-sized intermediate
     # during the step (exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)); fused kernels hold none
     optimizer_foreach: bool = False
+    # with --compile the loss is compiled too (torchtitan compiles its loss function with the model;
+    # HF computes the loss inside the compiled forward); False where the version compiled the model only
+    loss_compiled: bool = True
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

@@ -11,7 +11,7 @@ phases (loss, backward, optimizer step), not the sum of tensors that never coexi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
@@ -262,7 +262,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp,
                              residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
-    loss = loss_bytes(model, w, fw.loss_chunks) / tp
+    loss = loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
+                      fw.loss_chunks) / tp
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
