@@ -200,3 +200,14 @@ def test_workers_that_die_before_they_are_ready_are_not_restarted_forever() -> N
 
     message, failed = asyncio.run(scenario())
     assert "before they are ready" in message and failed == MAX_FAILED_STARTS
+
+
+def test_a_lane_whose_predictions_fall_short_learns_to_expect_longer_waits() -> None:
+    async def scenario() -> float:
+        lane = Lane("heavy", 1, processes=False, warm=None, max_wait_s=1e9)
+        lane.mean_s = 0.1  # predicts 0.1 s a call; each takes at least 0.4 s (a sleep)
+        await asyncio.gather(*(lane.run(60, time.sleep, 0.4) for _ in range(4)))
+        lane.close()
+        return lane.calibration
+
+    assert asyncio.run(scenario()) > 1.0

@@ -42,6 +42,8 @@ FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is meas
 # Weight of the newest service time in the running mean: plans vary ~4x in cost, and the
 # expected wait sums the ~100 ahead, so the mean need not follow each one.
 _EWMA = 0.1
+_CAL_EWMA = 0.05  # the calibration follows the queue's last ~20 predictions
+CALIBRATION_MIN, CALIBRATION_MAX = 0.5, 4.0  # a broken prediction can neither open nor shut the lane
 
 
 class Busy(GpuwiseError):
@@ -86,6 +88,7 @@ class Lane:
         self.name, self.workers, self.processes, self.batch, self.depth = name, workers, processes, batch, depth
         self.max_wait_s, self.max_queue, self.warm_fn, self.probe = max_wait_s, max_queue, warm, probe
         self.mean_s = FIRST_GUESS_S.get(name, 0.1)
+        self.calibration = 1.0  # realised queueing / predicted (`_calibrate`)
         self.waiting = 0  # admitted, not yet running
         self.running = 0
         self.answered = self.refused = 0
@@ -93,16 +96,34 @@ class Lane:
         self._pool: WorkerPool | None = None  # processes
         self._threads = None if processes else ThreadPoolExecutor(workers, thread_name_prefix=f"gpuwise-{name}")
 
-    def expected_wait_s(self) -> float:
-        """How long a request admitted now would queue: the work ahead of it over the workers."""
+    def _work_ahead_s(self) -> float:
+        """The work ahead of a request admitted now, over the workers."""
         ahead = self.waiting + max(0, self.running - self.workers + 1)
         return ahead / self.workers * self.mean_s
 
-    def _admit(self) -> None:
-        wait = self.expected_wait_s()
+    def expected_wait_s(self) -> float:
+        """How long a request admitted now would queue: the work ahead of it, scaled by how
+        long admitted requests have really queued against that prediction (on a shared or busy
+        machine the workers get less than their cores, and plans vary)."""
+        return self.calibration * self._work_ahead_s()
+
+    def _admit(self) -> float:
+        """Refuse (Busy) or admit; the prediction, for `_calibrate`."""
+        ahead = self._work_ahead_s()
+        wait = self.calibration * ahead
         if self.waiting >= self.max_queue or wait > self.max_wait_s:
             self.refused += 1
             raise Busy(wait)
+        return ahead
+
+    def _calibrate(self, predicted_s: float, took_s: float) -> None:
+        """Move the calibration toward queued / predicted (the queueing is the answer's time
+        less the lane's mean service time); predictions under 50 ms are too small to learn from."""
+        if predicted_s < 0.05:
+            return
+        ratio = max(0.0, took_s - self.mean_s) / predicted_s
+        self.calibration = min(CALIBRATION_MAX, max(CALIBRATION_MIN,
+                                                    self.calibration + _CAL_EWMA * (ratio - self.calibration)))
 
     def _queue_limit_s(self) -> float:
         return max(self.max_wait_s * 4, 10.0)  # a queue that stopped moving is refused, not waited on
@@ -118,10 +139,13 @@ class Lane:
 
     async def run(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker: refused at once when the queue is full, 504 past `timeout_s`."""
-        self._admit()
+        predicted, began = self._admit(), time.monotonic()
         if self.processes:
-            return await self._run_in_process(timeout_s, fn, args)
-        return await self._run_in_thread(timeout_s, fn, args)
+            result = await self._run_in_process(timeout_s, fn, args)
+        else:
+            result = await self._run_in_thread(timeout_s, fn, args)
+        self._calibrate(predicted, time.monotonic() - began)
+        return result
 
     async def _run_in_thread(self, timeout_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if self._slots is None:
@@ -217,6 +241,7 @@ class Lane:
                 "ready": ready, "running": self.running, "waiting": self.waiting,
                 "answered": self.answered, "refused_503": self.refused,
                 "mean_ms": round(self.mean_s * 1000, 2), "max_wait_s": self.max_wait_s,
+                "wait_calibration": round(self.calibration, 3),
                 "pids": self._pool.pids() if self._pool else []}
 
     def close(self) -> None:
