@@ -64,6 +64,7 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "hybrid_log_concurrency": _F("bool"),
     "tp_allreduce_inputs_held": _F("bool"),
     "vision_profile_per_seq": _F("bool"),
+    "nccl_nvls": _F("bool"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -129,6 +130,9 @@ class EngineRules:
     # the encoder-decoder profile gives each of max_num_seqs sequences one image through the vision
     # tower (vLLM V0's EncoderDecoderModelRunner.profile_run): its transients set the peak
     vision_profile_per_seq: bool = False
+    # NCCL may run all-reduce with NVLink SHARP (NVLS) where the node has it; False where the engine
+    # turns it off (SGLang sets NCCL_NVLS_ENABLE from --enable-nccl-nvls, default off)
+    nccl_nvls: bool = True
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

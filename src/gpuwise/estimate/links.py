@@ -89,11 +89,14 @@ def link_path(card: Card, gpus: int) -> str:
 
 
 def _nvls_busbw(card: Card, gpus: int, ring: float) -> float:
-    """NVLink SHARP (NVLS) all-reduce on an NVSwitch node of 2+ GPUs of a family that has it
-    (Hopper NVSwitch gen 3): the switch reduces, so the busbw passes the ring figure. 0 when absent."""
+    """NVLink SHARP (NVLS) all-reduce on an NVSwitch node of 3+ GPUs of a family that has it
+    (Hopper NVSwitch gen 3): the switch reduces, so the busbw passes the ring figure. 0 when absent.
+    NCCL sets NVLS up only past 2 GPUs (src/transport/nvls.cc ncclNvlsInit returns early for
+    gpuCount <= 2; vllm#9699, youkaichao 2024-10-25: 'it seems NVLS is only enabled for n > 2 GPUs,
+    in H100 and above platforms'), so 2 GPUs run the ring."""
     nvls = efficiency_table()["links"]["nvls"]
     if card.family not in nvls["families"] or card.interconnect != "nvlink" or not card.interconnect_bw_gbps \
-            or not 2 <= gpus <= card.interconnect_max_gpus or card.interconnect_max_gpus < 4:
+            or not 3 <= gpus <= card.interconnect_max_gpus or card.interconnect_max_gpus < 4:
         return 0.0
     return max(ring, card.interconnect_bw_gbps / 2 * float(nvls["allreduce_busbw_fraction"]) * GB)
 

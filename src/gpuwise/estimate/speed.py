@@ -32,7 +32,7 @@ from gpuwise.estimate.links import (
     link_path,
     sized_allreduce_seconds,
 )
-from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, tensor_parallel
+from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, rules_for, tensor_parallel
 from gpuwise.estimate.speed_train import TrainSpeed, train_speed
 from gpuwise.estimate.weights import checkpoint_format, weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
@@ -142,6 +142,17 @@ def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
     return float(table["factors"].get(name, table["default"]))
 
 
+def _allreduce_busbw(d: Deployment, r: Rates) -> float:
+    """The all-reduce bus bandwidth the engine gets: NVLS where NCCL may use it, the ring figure
+    where the engine turns NVLS off (engines.toml nccl_nvls: SGLang by default)."""
+    return r.allreduce if rules_for(d).nccl_nvls else r.link_busbw
+
+
+def _collective_path(d: Deployment, tp: int) -> str:
+    path = link_path(d.card, tp)
+    return d.card.interconnect if path == "nvls" and not rules_for(d).nccl_nvls else path
+
+
 def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
                  batch: int, tp: int) -> _Step:
     elem = kv_element_bytes(w, model)
@@ -165,7 +176,7 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         on_gpu = max(d.gpu_layers, 0) / model.num_layers  # the CPU layers read their KV from host RAM
         attention = kv * on_gpu / r.mem_bw + kv * (1 - on_gpu) / _offload_rate(d, mem, r)
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
-    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = float(efficiency_table()["overheads"]["decode_step_s"][d.engine])
     # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
@@ -236,8 +247,8 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
                       step_breakdown_s={**parts, "overhead": step.overhead, "cpu": step.cpu,
                                         "prefill_stall": stall},
-                      collective_busbw_bytes_per_s=r.allreduce if tp > 1 else 0.0,
-                      collective_path=link_path(d.card, tp))
+                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r) if tp > 1 else 0.0,
+                      collective_path=_collective_path(d, tp))
 
 
 def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
@@ -272,7 +283,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     rate = base * r.gemm_at(precision) / r.gemm
     t = max(flops / (_peak_flops(d, precision) * rate), weights / r.mem_bw)
     msg = prompt * model.hidden_size * 2.0
-    t += 2 * model.num_layers * sized_allreduce_seconds(msg, tp, r.allreduce, r.link_latency)
+    t += 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
         total = weight_bytes(model, w.weights).total / tp
