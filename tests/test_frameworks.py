@@ -177,3 +177,20 @@ def test_the_end_of_2024_torchtitan_compiled_the_model_but_not_its_loss() -> Non
     step = items("torchtitan-2024-12", False)["optimizer_step"]
     assert step == pytest.approx(4 * 8.03e9 / 8, rel=0.01)
     assert "optimizer_step" not in items("torchtitan", False)
+
+
+def test_variable_length_batches_keep_an_earlier_batch_loss_segments_in_the_pool() -> None:
+    def memory(packing: bool, card: str = "a100-80gb-sxm", seq_len: int = 2048) -> dict[str, float]:
+        r = estimate_json(EstimateRequest(model="qwen2.5-7b", card=card, task="lora", framework="ms-swift-1",
+                                          seq_len=seq_len, packing=packing))
+        m = r["memory"]
+        return {"slack": float(m["reserved_peak"] - m["allocated_peak"]), "usable": float(r["usable_bytes"]),
+                "device": float(m["device_total"]),
+                "logits": float({i["name"]: i["bytes"] for i in m["items"]}["logits"])}
+    varied, packed = memory(False), memory(True)
+    per_logit = 2048 * 152064
+    assert varied["logits"] == pytest.approx(12 * per_logit)  # this batch's loss peak
+    assert varied["slack"] == pytest.approx(varied["logits"] + 4 * per_logit)  # + an earlier batch's segments
+    assert packed["slack"] < varied["slack"] / 3  # fixed lengths: the usual caching slack
+    tight = memory(False, card="rtx-4090", seq_len=4096)  # cached blocks are released before an OOM
+    assert tight["device"] <= tight["usable"] * 1.0001

@@ -59,7 +59,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
-    "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"),
+    "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -121,6 +121,9 @@ class Framework:
     # with --compile the loss is compiled too (torchtitan compiles its loss function with the model;
     # HF computes the loss inside the compiled forward); False where the version compiled the model only
     loss_compiled: bool = True
+    # unpacked batches padded only to their own longest sample, so lengths vary from step to step and
+    # the caching allocator keeps the segments an earlier, shorter batch made for the loss
+    variable_length_batches: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

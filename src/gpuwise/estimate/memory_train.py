@@ -77,6 +77,10 @@ WHY = {
                   "churn each step (llama-cookbook PR #41 measurements)",
                   f"缓存分配器余量：reserved 减 allocated，按每步反复分配张量的 {_ALLOCATOR_SLACK:.0%}"
                   "（llama-cookbook PR #41 实测）"),
+    "slack_varied": Text("caching-allocator slack: batches of varying length leave an earlier batch's loss segments "
+                         "(its fp32 peak and bf16 logits) cached beside this one's; a lower bound",
+                         "缓存分配器余量：批长度逐步变化时，较早批次的损失显存段（其 fp32 峰值与 bf16 logits）"
+                         "仍被缓存在本批旁；此为下界"),
 }
 
 
@@ -286,6 +290,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
     slack = min(_ALLOCATOR_SLACK * max(0.0, allocated - persistent - carried), room)
+    varied = fw.variable_length_batches and not w.packing and w.loss == "full"
+    if varied:
+        slack = min(max(slack, _earlier_loss_segments(model, w, loss, tp)), room)
     reserved = allocated + slack
     device = reserved + outside
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
@@ -296,13 +303,29 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
              Item("activations", "activations", kept + recompute, WHY["activations"]),
              Item("logits", "activations", loss, WHY["logits"]),
              Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
-             Item("allocator_slack", "overhead", slack, WHY["slack"]),
+             Item("allocator_slack", "overhead", slack, WHY["slack_varied" if varied else "slack"]),
              Item("runtime", "overhead", context + cublas + (nccl if talking else 0.0), WHY_RUNTIME)]
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key == "weights"),
                                 allocated_peak=allocated, reserved_peak=reserved, device_total=device,
                                 framework_reports=fw.peak_reported)
     host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
     return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+
+
+def _earlier_loss_segments(model: ModelArch, w: Workload, loss: float, tp: int) -> float:
+    """What the pool still caches of an earlier, slightly shorter batch when batch lengths vary
+    (no packing, each batch padded to its own longest sample). The caching allocator never merges
+    blocks of different cudaMalloc segments, and returns cached ones to the driver only when an
+    allocation would fail (c10/cuda/CUDACachingAllocator.cpp: release_cached_blocks on the OOM path;
+    PyTorch's CUDA notes advise expandable_segments for allocation sizes that change, e.g. 'a
+    changing batch size'). At the longest batch the loss's fp32 tensors (its peak) are each larger
+    than every cached block and take new segments, while its bf16 ones fit in the earlier fp32
+    blocks. So besides this batch's peak the pool keeps at least the earlier batch's loss peak and
+    its two bf16 logits tensors (the model's output and the shifted contiguous copy for the loss):
+    a lower bound, reached when one earlier batch was almost as long. A replay of the allocator's
+    best-fit-with-splitting over a few hundred lengths drawn below max_length gives 2.6-6x the loss
+    peak, by the order the lengths came in (the closing note of issue 10)."""
+    return loss + 4.0 * w.seq_len * w.micro_batch * model.vocab_size / tp
 
 
 def _warnings(w: Workload) -> tuple[Text, ...]:
