@@ -23,17 +23,3 @@ def test_sglang_runs_the_ring_where_vllm_gets_nvls() -> None:
     assert vllm["collective_path"] == "nvls" and sglang["collective_path"] == "nvlink"
     assert sglang["collective_busbw_bytes_per_s"] < vllm["collective_busbw_bytes_per_s"]
     assert sglang["step_breakdown_s"]["communication"] > vllm["step_breakdown_s"]["communication"]
-
-
-def test_vllm_charges_nccl_nvls_buffers_at_tp_above_two_on_nvswitch_hopper() -> None:
-    from gpuwise.units import GiB
-
-    def runtime(gpus: int, card: str = "h100-sxm", engine: str = "vllm") -> float:
-        est = estimate_json(EstimateRequest(model="llama-3.1-70b", card=card, gpus=gpus, engine=engine))
-        return next(i["bytes"] for i in est["memory"]["items"] if i["name"] == "runtime") / GiB
-
-    nvls_tp4 = runtime(4) - runtime(2)  # 4 ranks x 288 MiB (vllm#9699's NCCL log)
-    assert abs(nvls_tp4 - 4 * 288 / 1024) < 1e-6
-    assert abs(runtime(8) - runtime(2) - 8 * 288 / 1024) < 1e-6
-    assert runtime(4, card="a100-80gb-sxm") == runtime(2, card="a100-80gb-sxm")  # no NVLS on Ampere
-    assert runtime(4, engine="sglang") == runtime(2, engine="sglang")  # SGLang keeps NVLS off

@@ -65,7 +65,6 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "tp_allreduce_inputs_held": _F("bool"),
     "vision_profile_per_seq": _F("bool"),
     "nccl_nvls": _F("bool"),
-    "nvls_buffer_mib_per_rank": _F("float"),
     "sources": _F("strlist", required=True),
     "notes": _F("str"),
 }
@@ -134,7 +133,6 @@ class EngineRules:
     # NCCL may run all-reduce with NVLink SHARP (NVLS) where the node has it; False where the engine
     # turns it off (SGLang sets NCCL_NVLS_ENABLE from --enable-nccl-nvls, default off)
     nccl_nvls: bool = True
-    nvls_buffer_mib_per_rank: float = 0.0  # NCCL NVLS buffer per rank of the group the profile charges (0: none)
     notes: str = ""
 
     def bracket(self, memory_gib: float, tp: int) -> tuple[int, int] | None:

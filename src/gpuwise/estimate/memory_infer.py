@@ -15,7 +15,6 @@ from gpuwise.catalog.engines import EngineRules, engine_rules
 from gpuwise.errors import InputError
 from gpuwise.estimate.breakdown import Capacity, HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import KV_BYTES
-from gpuwise.estimate.links import link_path
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -57,11 +56,6 @@ WHY_VISION = Text("start-up profiling of an encoder-decoder VLM (vLLM V0): one i
                   "projector, the residual and norm output, and the MLP's fc1 and GELU outputs",
                   "编码器-解码器多模态模型的启动显存探测（vLLM V0）：每个序列（max_num_seqs）一张图同时经过视觉塔："
                   "稠密 bf16 分块掩码、留给投影层的隐藏状态、残差与归一化输出，以及 MLP 的 fc1 与 GELU 输出")
-WHY_RUNTIME_NVLS = Text("memory outside torch's allocator the engine charges: CUDA context, cuBLAS workspace, NCCL "
-                        "buffers, and NCCL's NVLink SHARP (NVLS) buffers of the TP group: ranks x 288 MiB "
-                        "(data/engines.toml, by engine version)",
-                        "引擎计入的 torch 分配器以外的显存：CUDA 上下文、cuBLAS 工作区、NCCL 缓冲，以及 TP 组的 "
-                        "NCCL NVLink SHARP（NVLS）缓冲：卡数 × 288 MiB（见 data/engines.toml，按引擎版本）")
 WHY_GRAPHS = Text("CUDA graphs the engine estimates and charges before sizing the KV pool (vLLM >= 0.21)",
                   "引擎在划分 KV 池之前估算并预留的 CUDA graph 显存（vLLM >= 0.21）")
 
@@ -201,22 +195,11 @@ def _held_allreduce_items(model: ModelArch, w: Workload, d: Deployment, rules: E
     return [Item("allreduce_inputs_held", "activations", held, WHY_HELD)]
 
 
-def nvls_buffer_bytes(d: Deployment, rules: EngineRules, tp: int) -> float:
-    """NCCL's NVLink SHARP buffers on each GPU of a TP group that runs NVLS (links.link_path):
-    nvlsTotalSize = nHeads (the group's ranks) x nvlsPerRankSize, allocated on every rank and outside
-    torch's allocator, so the profile charges them; 0 where the engine keeps NVLS off."""
-    if not rules.nvls_buffer_mib_per_rank or not rules.nccl_nvls or tp < 3 or link_path(d.card, tp) != "nvls":
-        return 0.0
-    return tp * rules.nvls_buffer_mib_per_rank * MiB
-
-
-def _runtime_items(d: Deployment, rules: EngineRules, tp_pp: int, tp: int = 1) -> list[Item]:
-    """Memory outside the tensors: the engine's measured non-torch share (with NCCL's NVLS
-    buffers where the TP group runs NVLS), and the CUDA graphs where the engine charges them
-    before sizing its pool."""
+def _runtime_items(d: Deployment, rules: EngineRules, tp_pp: int) -> list[Item]:
+    """Memory outside the tensors: the engine's measured non-torch share, and the CUDA graphs
+    where the engine charges them before sizing its pool."""
     non_torch = (rules.non_torch_tp_gib if tp_pp > 1 else rules.non_torch_gib) * GiB
-    nvls = nvls_buffer_bytes(d, rules, tp)
-    items = [Item("runtime", "overhead", non_torch + nvls, WHY_RUNTIME_NVLS if nvls else WHY_RUNTIME)]
+    items = [Item("runtime", "overhead", non_torch, WHY_RUNTIME)]
     if rules.cuda_graph_in_pool and rules.cuda_graph_gib:
         items.append(Item("cuda_graphs", "overhead", rules.cuda_graph_gib * GiB, WHY_GRAPHS))
     return items
@@ -269,7 +252,7 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     state, kv = state_all * on_device, kv_all * on_device
     host_kv = (kv_all + state_all) * (1 - on_device) * d.gpus
     acts = _activation_items(model, w, d, tp)
-    runtime = _runtime_items(d, rules, tp * d.pp, tp)
+    runtime = _runtime_items(d, rules, tp * d.pp)
     fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
     budget = _budget(d, rules, fixed, on_gpu, tp, model.mla is not None)
     moved = 0.0
