@@ -16,6 +16,12 @@ from gpuwise.service import EstimateRequest, estimate_json
 
 GIB = 2**30
 LLAMA2_13B = str(ROOT / "validation" / "models" / "meta-llama--Llama-2-13b-hf")
+LLAMA2_7B = str(ROOT / "validation" / "models" / "meta-llama--Llama-2-7b-hf")
+# torchtune v0.2 README (pytorch/torchtune README.md@135cf2ef), 'Training Speed (tokens/sec)': the recipes'
+# own log metric tokens_per_second_per_gpu (the rank's tokens / time per step, full_finetune_distributed.py)
+TORCHTUNE_V02 = (("1 x RTX 4090, LoRA r8 q,v, batch 4", 1, "lora", 2582.0),
+                 ("2 x RTX 4090, LoRA r8 q,v, batch 4, FSDP", 2, "lora", 2768.0),
+                 ("4 x RTX 4090, full, batch 4, FSDP", 4, "full", 1388.0))
 
 
 def est(**kw: Any) -> dict[str, Any]:
@@ -61,19 +67,38 @@ def main() -> None:
             ("llama-3.1-8b full, FSDP2, mb 1", {"model": "llama-3.1-8b", "task": "full", "zero": 3, "micro_batch": 1,
                                                     "framework": "torchtitan"}),
             ("qwen2.5-7b LoRA, DDP, mb 2", {"model": "qwen2.5-7b", "task": "lora", "zero": 0, "micro_batch": 2,
-                                                "framework": "torchtune"}))
+                                                "framework": "torchtune"}),
+            ("llama-2-7b full, FSDP, mb 4", {"model": LLAMA2_7B, "task": "full", "zero": 3, "micro_batch": 4,
+                                                 "framework": "torchtune"}))
     for card in ("rtx-4090", "a100-80gb-sxm", "h100-sxm"):
         for label, kw in jobs:
             r = est(card=card, gpus=4, seq_len=2048, grad_ckpt="full", **kw)
             s = r["speed"]
             print(f"| {card} | {label} | {r['fit']} | {s['step_time_s']:.2f} | "
                   f"{s['step_breakdown_s'].get('dp_comm_exposed', 0):.2f} | {4 * s['scaling_efficiency']:.2f}x |")
+    _measured_4090()
     print("\n## A100 40GB vs 80GB (llama-3.2-1b full fine-tune, seq 2048, micro-batch 4)\n")
     print("| card | step s | memory-bound s | tok/s |\n|---|---|---|---|")
     for card in ("a100-40gb-sxm", "a100-80gb-sxm"):
         s = est(model="llama-3.2-1b", card=card, task="full", seq_len=2048, micro_batch=4)["speed"]
         print(f"| {card} | {s['step_time_s']:.3f} | {s['step_breakdown_s'].get('memory_bound', 0):.3f} | "
               f"{s['tokens_per_s']:,.0f} |")
+
+
+def _measured_4090() -> None:
+    print("\n## RTX 4090 over PCIe (no peer-to-peer), measured: torchtune v0.2 README, Llama-2-7B, seq 2048 "
+          "(tokens/s per GPU, the recipes' own metric)\n")
+    print("| run | measured tok/s/GPU | gpuwise tok/s/GPU | error | measured speed-up over 1 GPU's rate | "
+          "gpuwise speed-up (n x scaling efficiency) |\n|---|---|---|---|---|---|")
+    one = TORCHTUNE_V02[0][3]
+    for label, gpus, task, measured in TORCHTUNE_V02:
+        kw: dict[str, Any] = {"lora_rank": 8, "lora_targets": "q,v"} if task == "lora" else {}
+        s = est(model=LLAMA2_7B, card="rtx-4090", task=task, framework="torchtune", gpus=gpus, seq_len=2048,
+                micro_batch=4, zero=3 if gpus > 1 else 0, **kw)["speed"]
+        per_gpu = s["tokens_per_s"] / gpus
+        speedup = f"{gpus * measured / one:.2f}x" if task == "lora" else "(no 1-GPU row: 7B full needs 4)"
+        print(f"| {label} | {measured:,.0f} | {per_gpu:,.0f} | {per_gpu / measured - 1:+.0%} | {speedup} | "
+              f"{gpus * s['scaling_efficiency']:.2f}x |")
 
 
 if __name__ == "__main__":
