@@ -60,9 +60,11 @@ WHY = {
     "optimizer": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
                       "parameter, sharded by ZeRO-1+; 8-bit: 1 byte per state",
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
-    "step_temp": Text("the optimizer step's intermediate: foreach AdamW's sqrt of the second moments, one state-sized "
-                      "tensor alive during the step only",
-                      "优化器更新的中间量：foreach AdamW 对二阶矩开方得到的、与状态同尺寸的张量，仅在更新时存在"),
+    "step_temp": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
+                      "parameter, sharded by ZeRO-1+, and during the step foreach AdamW's sqrt of the second "
+                      "moments (one more state-sized tensor)",
+                      "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；更新时另有 foreach AdamW "
+                      "对二阶矩开方的中间量（再一份与状态同尺寸的张量）"),
     "activations": Text("saved for backward per layer by the checkpointing policy (norm fp32 copies, q/k/v, "
                         "attention output and log-sum-exp, MLP gate/up/act/down inputs), plus one layer recomputed",
                         "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），"
@@ -298,8 +300,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
              Item("adapters", "weights", st.adapters, WHY["adapters"]),
              Item("gradients", "gradients", st.gradients, WHY["gradients"]),
-             Item("optimizer", "optimizer", st.optimizer, WHY["optimizer"]),
-             Item("optimizer_step", "optimizer", st.step_temp, WHY["step_temp"]),
+             # the step's own intermediate joins the states' line (during the optimizer step only)
+             Item("optimizer", "optimizer", st.optimizer + st.step_temp,
+                  WHY["step_temp"] if st.step_temp else WHY["optimizer"]),
              Item("activations", "activations", kept + recompute, WHY["activations"]),
              Item("logits", "activations", loss, WHY["logits"]),
              Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
