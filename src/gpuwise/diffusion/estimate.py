@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gpuwise.catalog.cards import Card
-from gpuwise.diffusion.job import ImageJob, geometry
+from gpuwise.diffusion.job import OFFLOADS, ImageJob, geometry
 from gpuwise.diffusion.memory import DiffusionMemory, estimate_memory, precision_of
 from gpuwise.diffusion.pipeline import DiffusionModel
 from gpuwise.diffusion.speed import DiffusionSpeed, estimate_speed
+from gpuwise.estimate.workload import choose
 from gpuwise.i18n import Text
 from gpuwise.units import GiB
 
@@ -138,7 +139,7 @@ def _with(job: ImageJob, action: str, value: str) -> ImageJob:
     if action == "runtime":
         return replace(job, runtime="comfyui", offload="lowvram")
     if action == "offload":
-        return replace(job, offload=value)  # type: ignore[arg-type]  # one of OFFLOADS (_FIXES)
+        return replace(job, offload=choose(value, OFFLOADS, "--offload"))  # one of OFFLOADS (_FIXES)
     return replace(job, weights=value) if action == "weights" else replace(job, te_weights=value)
 
 

@@ -86,6 +86,15 @@ def _published(rows: list[dict[str, Any]]) -> tuple[Published, ...]:
                            str(r["quote"])) for r in rows)
 
 
+def _patch(raw: Any) -> tuple[int, int, int]:
+    """The latent (t, h, w) cells per denoiser token, as gpuwise.json writes it: three integers."""
+    if not (isinstance(raw, list) and len(raw) == 3):
+        raise DataError(Text(f"latent.patch must be three integers [t, h, w], got {raw!r}.",
+                             f"latent.patch 应为三个整数 [t, h, w]，实际为 {raw!r}。"))
+    t, h, w = (int(x) for x in raw)
+    return t, h, w
+
+
 def _model(folder: Path, meta: dict[str, Any], source: str) -> DiffusionModel:
     comps = _components(folder)
     names = {c.name for c in comps}
@@ -98,7 +107,7 @@ def _model(folder: Path, meta: dict[str, Any], source: str) -> DiffusionModel:
         denoisers=denoisers,
         defaults=Defaults(int(d["width"]), int(d["height"]), int(d["frames"]), int(d["steps"]),
                           float(d["guidance"]), int(d.get("fps", 0))),
-        latent=Latent(int(lat["spatial"]), int(lat["temporal"]), tuple(int(x) for x in lat["patch"])),  # type: ignore[arg-type]
+        latent=Latent(int(lat["spatial"]), int(lat["temporal"]), _patch(lat["patch"])),
         text_tokens={str(k): int(v) for k, v in meta.get("text_tokens", {}).items()},
         cfg=meta.get("cfg", "batched"), published=_published(meta.get("published", [])), notes=notes,
         hf_id=str(meta.get("hf_id", "")))

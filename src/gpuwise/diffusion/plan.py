@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from gpuwise.catalog.cards import Card
 from gpuwise.diffusion.estimate import OS, DiffusionEstimate, estimate_diffusion, usable_bytes
-from gpuwise.diffusion.job import ImageJob
+from gpuwise.diffusion.job import ImageJob, Offload
 from gpuwise.diffusion.memory import estimate_memory, precision_of
 from gpuwise.diffusion.pipeline import DiffusionModel
 from gpuwise.i18n import Text
@@ -19,7 +19,8 @@ from gpuwise.units import GiB
 Objective = Literal["cost", "speed"]
 # Options tried on every card, from the one that changes nothing to the ones that trade speed or
 # quality for memory. "auto" tries near-lossless precisions (bf16, fp8, GGUF Q8_0); "any" adds 4-bit.
-_OFFLOADS = ("none", "model", "group", "sequential")
+_OFFLOADS: tuple[Offload, ...] = ("none", "model", "group", "sequential")
+_RESIDENT: tuple[Offload, ...] = ("none", "model")
 _NEAR_LOSSLESS = ("auto", "fp8", "gguf:Q8_0")
 _FOUR_BIT = ("nf4", "gguf:Q4_K_S")
 
@@ -52,9 +53,9 @@ def _precisions(weights: str) -> tuple[str, ...]:
 def _options(job: ImageJob, weights: str, allow_offload: bool) -> list[ImageJob]:
     out = []
     for prec in _precisions(weights):
-        for off in _OFFLOADS if allow_offload else ("none", "model"):
+        for off in _OFFLOADS if allow_offload else _RESIDENT:
             for tiling in (False, True):
-                out.append(replace(job, weights=prec, offload=off, vae_tiling=tiling or job.vae_tiling))  # type: ignore[arg-type]
+                out.append(replace(job, weights=prec, offload=off, vae_tiling=tiling or job.vae_tiling))
     return out
 
 

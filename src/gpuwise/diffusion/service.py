@@ -30,10 +30,14 @@ def job_from(req: Any, model: DiffusionModel) -> ImageJob:
                     vae_slicing=req.vae_slicing, runtime=req.runtime, te_cpu=req.te_cpu)
 
 
+_SYSTEMS: tuple[OS, ...] = ("linux", "windows")
+
+
 def check_os(value: str) -> OS:
-    if value not in ("linux", "windows"):
-        raise unknown_name(Text("--os value", "--os 取值"), value, ("linux", "windows"), "gpuwise estimate --help")
-    return value  # type: ignore[return-value]
+    for system in _SYSTEMS:
+        if value == system:
+            return system
+    raise unknown_name(Text("--os value", "--os 取值"), value, _SYSTEMS, "gpuwise estimate --help")
 
 
 def diffusion_estimate_json(req: Any) -> dict[str, Any]:

@@ -121,6 +121,7 @@ def stage_cost(s: StageSpec, card: Any) -> StageCost:
     if s.model is None:
         raise InputError(Text(f"Stage '{s.name}' needs a model.", f"阶段“{s.name}”需要 model。"))
     from gpuwise.estimate.api import estimate
+    from gpuwise.estimate.speed import InferSpeed
     from gpuwise.service import EstimateRequest, build
 
     generate = kind.estimate == "generate"
@@ -137,12 +138,15 @@ def stage_cost(s: StageSpec, card: Any) -> StageCost:
                          hint=Text("Lower its precision, tokens or batch, or size it with `gpuwise plan`.",
                                    "请降低精度、tokens 或 batch，或用 `gpuwise plan` 选卡。"))
     sp = result.speed
+    if not isinstance(sp, InferSpeed):  # a serving stage always gets a serving speed
+        raise InputError(Text(f"Stage '{s.name}' ({s.model}) has no serving speed estimate.",
+                              f"阶段“{s.name}”（{s.model}）没有推理速度估计。"))
     if generate:
-        per_call = float(sp.ttft_s) + out_tokens * float(sp.tpot_s)  # type: ignore[union-attr]
+        per_call = float(sp.ttft_s) + out_tokens * float(sp.tpot_s)
         seconds = per_call / s.batch
         out = float(s.output_bytes if s.output_bytes is not None else out_tokens * kind.output_bytes_per_token)
     else:
-        seconds = s.tokens / float(sp.prefill_tokens_per_s)  # type: ignore[union-attr]
+        seconds = s.tokens / float(sp.prefill_tokens_per_s)
         vector = model.hidden_size * 4 if kind.id == "embed" else 4  # fp32 embedding, or one fp32 score
         out = float(s.output_bytes if s.output_bytes is not None else vector)
     return StageCost(s, kind, result.memory.breakdown.required, seconds, out, "estimate", _checkpoint(s))
