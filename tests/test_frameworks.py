@@ -193,3 +193,23 @@ def test_variable_length_batches_keep_an_earlier_batch_loss_segments_in_the_pool
     assert packed["slack"] < varied["slack"] / 3  # fixed lengths: the usual caching slack
     tight = memory(False, card="rtx-4090", seq_len=4096)  # cached blocks are released before an OOM
     assert tight["device"] <= tight["usable"] * 1.0001
+
+
+def test_op_sac_under_float8_keeps_no_linear_outputs() -> None:
+    from gpuwise.catalog.presets import find_preset
+    from gpuwise.estimate.activations import saved_activations
+    from gpuwise.estimate.workload import Workload
+
+    preset = find_preset("llama-3.1-8b")
+    assert preset is not None
+    model = preset.arch()
+
+    def kept(framework: str, float8: bool) -> float:
+        w = Workload(task="pretrain", framework=framework, grad_ckpt="op-sac", seq_len=8192, micro_batch=1,
+                     float8=float8, compile=True, flash_attention=True)
+        return saved_activations(model, w, full_ft=True, layers=model.num_layers).kept
+    sb, h = 8192, model.hidden_size
+    mms = 2 * sb * (model.q_dim + model.kv_dim + model.intermediate_size + h)  # wq, wv, w1, w2 outputs
+    # torchtitan's save list has aten.mm but not torch._scaled_mm: Float8 linears' outputs are recomputed
+    assert kept("torchtitan", False) - kept("torchtitan", True) == pytest.approx(model.num_layers * mms)
+    assert kept("torchtitan-2024-12", True) == pytest.approx(kept("torchtitan-2024-12", False))

@@ -10,13 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.frameworks import ckpt_every
+from gpuwise.catalog.frameworks import ckpt_every, find_framework
 from gpuwise.estimate.workload import Workload
 
 # torchtitan op-level SAC saves the outputs of aten.mm, SDPA and reduce-scatter, "except every second mm"
 # (pytorch/torchtitan@cfb93265 torchtitan/distributed/activation_checkpoint.py, _apply_op_sac: the mm
 # counter lives in a `meta` dict made afresh per checkpointed forward, so mm 1, 3, 5, 7 of every layer
 # are saved: wq, wv, w1 and w2 in torchtitan's Llama, whose FeedForward calls w1, w3, w2).
+# With Float8 linears (torchao Float8Linear) the matmuls are torch._scaled_mm, not aten.mm: the save list
+# (torchtitan/models/llama3/parallelize_llama.py@e7c0cae _save_list; distributed/activation_checkpoint.py
+# at v0.2.2 likewise) has no _scaled_mm, so no linear output is kept and op-SAC keeps the layer input and
+# SDPA's outputs only.
 _OP_SAC_SAVED_MMS = ("q", "v", "gate", "down")
 
 
@@ -93,7 +97,8 @@ def _float8_saving(model: ModelArch, sb: int) -> float:
     return 2 * sb * model.hidden_size * 1 + sb * model.intermediate_size * 1
 
 
-def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> LayerSaved:
+def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool,
+                float8_sac_mms: bool = False) -> LayerSaved:
     sb = w.seq_len * w.micro_batch
     sbh = float(sb * model.hidden_size)
     attn, core = _attention(model, w, index, sb)
@@ -105,6 +110,8 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> 
         total -= _float8_saving(model, sb)
     dims = {"q": model.q_dim, "v": model.kv_dim, "gate": model.intermediate_size, "down": model.hidden_size}
     mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)
+    if w.float8 and not float8_sac_mms:  # Float8 linears run torch._scaled_mm, which the op-SAC save list
+        mms = 0.0  # (aten.mm, SDPA, reduce-scatter, max) does not hold: their outputs are recomputed
     # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
     return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
@@ -125,7 +132,8 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
                       residual_bytes: float = 2.0) -> SavedActivations:
     """Per checkpointing policy, for `layers` layers on this pipeline stage. `residual_bytes`: the
     residual stream's element size (4 where the embedding was upcast to fp32: PEFT's k-bit prep)."""
-    per = [layer_saved(model, w, i, full_ft=full_ft) for i in range(model.num_layers)]
+    f8 = w.float8 and w.grad_ckpt == "op-sac" and find_framework(w.framework).float8_sac_saves_mm
+    per = [layer_saved(model, w, i, full_ft=full_ft, float8_sac_mms=f8) for i in range(model.num_layers)]
     n = max(1, round(layers))
     per = per[:n]
     sbh = residual_bytes * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's input
