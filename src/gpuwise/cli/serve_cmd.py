@@ -31,8 +31,9 @@ def serve(
                             "queue for every worker; more only if one loop cannot keep up). "
                             "服务进程数（默认 1，所有计算进程共用一个队列）。", min=1, max=64)] = 1,
     queue_wait: Annotated[float, typer.Option(
-        "--queue-wait", help="Seconds a request may be expected to wait for a worker; past that it is "
-                             "answered 503 with Retry-After at once. 预计排队超过该秒数即返回 503。",
+        "--queue-wait", help="Seconds a request may queue for a worker: one expected to queue longer is "
+                             "answered 503 with Retry-After at once, one still queued then is answered so. "
+                             "排队上限（秒）：预计超过即返回 503，排队到时仍未开始也返回 503。",
         min=0.0, max=600)] = MAX_WAIT_S,
     compute_timeout: Annotated[float, typer.Option(
         "--compute-timeout", help="Seconds one request's work may run; past that it is 504 and its worker "

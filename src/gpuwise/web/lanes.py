@@ -12,7 +12,8 @@
 
 Admission counts work, not sockets: a lane admits a request while the queue ahead of it is
 expected to clear within `max_wait_s` (queued requests / workers x the lane's recent service
-time); beyond that it answers at once with `Busy` (HTTP 503 with Retry-After), so under
+time, calibrated against the waits seen); beyond that it answers at once with `Busy` (HTTP 503
+with Retry-After), and a request still queued after `max_wait_s` is answered so then. Under
 overload the requests that are answered stay fast and the others are told when to retry.
 No web framework is imported here.
 """
@@ -126,7 +127,10 @@ class Lane:
                                                     self.calibration + _CAL_EWMA * (ratio - self.calibration)))
 
     def _queue_limit_s(self) -> float:
-        return max(self.max_wait_s * 4, 10.0)  # a queue that stopped moving is refused, not waited on
+        """A request that has queued this long is refused then (503 + Retry-After): admission
+        predicts, this holds when the workers slow down after it (a busy machine), so an answer
+        never comes after more than `max_wait_s` of queueing and the work it would have cost."""
+        return self.max_wait_s
 
     def _took(self, began: float) -> None:
         self.running -= 1
@@ -230,9 +234,13 @@ class Lane:
             await self.run(COMPUTE_TIMEOUT_S, fn, *args)
             return time.monotonic() - began
 
-        times = await asyncio.gather(*(timed() for _ in range(self.workers)))
+        try:
+            times = await asyncio.gather(*(timed() for _ in range(self.workers)))
+        except Exception:  # noqa: BLE001 - a failing probe keeps the first guess; requests report the error
+            return
+        finally:
+            self.answered = 0  # /api/health counts requests only
         self.mean_s = sum(times) / len(times)
-        self.answered -= len(times)  # /api/health counts requests only
 
     def state(self) -> dict[str, Any]:
         """What /api/health reports of this lane."""

@@ -104,10 +104,17 @@ def _lang_links(request: Request) -> dict[str, str]:
 
 
 def warm_page() -> None:
-    """Compile the templates and read the form's choices before the first page request."""
-    for name in ("index.html", "_result.html"):
-        _env().get_template(name)
-    _choices()
+    """Compile the templates and read the form's choices before the first page request; a
+    failure here is the first page request's to report, not a reason not to start."""
+    import sys
+
+    try:
+        for name in ("index.html", "_result.html"):
+            _env().get_template(name)
+        _choices()
+    except Exception as exc:  # noqa: BLE001 - the page request shows the error itself
+        print(f"gpuwise: the page could not be prepared ({type(exc).__name__}: {exc}); "
+              "the first page request will try again.", file=sys.stderr)
 
 
 def add_page(app: FastAPI, runner: Runner) -> None:
