@@ -18,7 +18,8 @@ GIB = 2**30
 LLAMA2_13B = str(ROOT / "validation" / "models" / "meta-llama--Llama-2-13b-hf")
 LLAMA2_7B = str(ROOT / "validation" / "models" / "meta-llama--Llama-2-7b-hf")
 # torchtune v0.2 README (pytorch/torchtune README.md@135cf2ef), 'Training Speed (tokens/sec)': the recipes'
-# own log metric tokens_per_second_per_gpu (the rank's tokens / time per step, full_finetune_distributed.py)
+# own log metric tokens_per_second_per_gpu (the rank's tokens.numel(), padding included, / time per step,
+# full_finetune_distributed.py): compared with gpuwise asked with packing on, which counts every computed token
 TORCHTUNE_V02 = (("1 x RTX 4090, LoRA r8 q,v, batch 4", 1, "lora", 2582.0),
                  ("2 x RTX 4090, LoRA r8 q,v, batch 4, FSDP", 2, "lora", 2768.0),
                  ("4 x RTX 4090, full, batch 4, FSDP", 4, "full", 1388.0))
@@ -94,7 +95,7 @@ def _measured_4090() -> None:
     for label, gpus, task, measured in TORCHTUNE_V02:
         kw: dict[str, Any] = {"lora_rank": 8, "lora_targets": "q,v"} if task == "lora" else {}
         s = est(model=LLAMA2_7B, card="rtx-4090", task=task, framework="torchtune", gpus=gpus, seq_len=2048,
-                micro_batch=4, zero=3 if gpus > 1 else 0, **kw)["speed"]
+                micro_batch=4, zero=3 if gpus > 1 else 0, packing=True, **kw)["speed"]  # counts padded tokens
         per_gpu = s["tokens_per_s"] / gpus
         speedup = f"{gpus * measured / one:.2f}x" if task == "lora" else "(no 1-GPU row: 7B full needs 4)"
         print(f"| {label} | {measured:,.0f} | {per_gpu:,.0f} | {per_gpu / measured - 1:+.0%} | {speedup} | "
