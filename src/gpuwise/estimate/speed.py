@@ -4,7 +4,9 @@ A decode step runs its parts as separate kernels, so their times add: the GEMMs 
 the weight bytes read, for MoE the experts the batch touches, and of their FLOPs at the
 precision's own efficiency, FP8 apart from BF16), attention (every sequence's KV and its FLOPs),
 two all-reduces per layer under tensor parallel, weights kept off the GPU (over PCIe, or for
-llama.cpp's CPU layers at host memory bandwidth), a fixed per-step overhead, and the CPU work per
+llama.cpp's CPU layers at host memory bandwidth), a fixed per-step overhead and, for the pool
+engines, the per-layer kernel floors (every small kernel of every layer at a few microseconds
+under CUDA graphs: efficiency.toml [decode_kernels]), and the CPU work per
 running sequence that the engine does not overlap with the GPU (vLLM V0's Python scheduler and
 output processing: data/engines.toml [[step_cpu]] by version). `benchmark_run` turns the steady
 state into a finite run of N prompts sent at once (ramp, prefills and the drain behind the longest
@@ -114,6 +116,80 @@ def _avg_kv_tokens(w: Workload) -> float:
 
 
 @dataclass(frozen=True)
+class _Block:
+    """Kernels one layer block runs per decode step (efficiency.toml [decode_kernels.blocks])."""
+
+    small: int  # no weights: norms, RoPE, the KV write, top-k, MoE bookkeeping
+    gemm: int  # weight GEMMs (the MoE router included)
+    kv: int  # the attention kernel reading the KV cache
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """One engine's per-layer kernel counts, read once from efficiency.toml [decode_kernels]."""
+
+    attention: _Block
+    mlp: _Block
+    mla: _Block
+    moe: _Block
+    quant_per_gemm: int  # activation-quant kernels per GEMM kernel of an FP8 / INT8 step
+    floors: dict[str, float]  # seconds per kernel by card family ("default" for the rest)
+    reference_s: float  # the kernel floors decode_step_s already holds (its reference model's)
+
+    def floor(self, family: str) -> float:
+        return self.floors.get(family, self.floors["default"])
+
+
+@functools.cache
+def _kernels(engine: str) -> _Kernels | None:
+    """The engine's kernel counts and floors, or None where it has none (llama.cpp, transformers:
+    their decode_step_s stands as measured)."""
+    table = efficiency_table()["decode_kernels"]
+    rows = table["blocks"].get(engine)
+    if rows is None:
+        return None
+    blocks = {name: _Block(int(b["small"]), int(b["gemm"]), int(b["kv"])) for name, b in rows.items()}
+    floors = {str(k): float(v) for k, v in table["floor_s"].items()}
+    ref_floor = floors.get(str(table["reference_family"]), floors["default"])
+    ref_kernels = sum(blocks[b].small + blocks[b].kv for b in ("attention", "mlp"))
+    reference = float(table["reference_layers"]) * ref_kernels * ref_floor
+    return _Kernels(attention=blocks["attention"], mlp=blocks["mlp"], mla=blocks["mla"], moe=blocks["moe"],
+                    quant_per_gemm=int(table["quant_per_gemm"]), floors=floors, reference_s=reference)
+
+
+def _kernel_floor(model: ModelArch, d: Deployment, precision: Precision, gemm: float, attention: float) -> float:
+    """Seconds the decode step's kernels spend beyond their bandwidth time (efficiency.toml
+    [decode_kernels]): per layer of this pipeline stage, every weight-free kernel at the card's
+    floor, each weight GEMM at max(0, floor - its equal share of the GEMM time), the attention
+    kernel at max(0, floor - its share of the attention time). 0 for engines without counts."""
+    k = _kernels(d.engine)
+    if k is None:
+        return 0.0
+    f = k.floor(d.card.family)
+    layers = model.num_layers / d.pp
+    moe_layers = (model.num_layers - len(model.moe.dense_layers)) / d.pp if model.moe is not None else 0.0
+    attn = k.mla if model.mla is not None else k.attention
+    small = layers * attn.small + moe_layers * k.moe.small + (layers - moe_layers) * k.mlp.small
+    gemms = layers * attn.gemm + moe_layers * k.moe.gemm + (layers - moe_layers) * k.mlp.gemm
+    if precision in ("fp8", "int8"):
+        small += gemms * k.quant_per_gemm
+    kv = layers * attn.kv
+    extra = small * f
+    if gemms:
+        extra += gemms * max(0.0, f - gemm / gemms)
+    if kv:
+        extra += kv * max(0.0, f - attention / kv)
+    return extra
+
+
+def _fixed_overhead(engine: str) -> float:
+    """decode_step_s less the kernel floors it holds for its reference model (never below 0)."""
+    k = _kernels(engine)
+    step = float(efficiency_table()["overheads"]["decode_step_s"][engine])
+    return max(step - (k.reference_s if k is not None else 0.0), 0.0)
+
+
+@dataclass(frozen=True)
 class _Step:
     """One decode step's parts (seconds); each is >= 0 and finite by construction."""
 
@@ -121,7 +197,7 @@ class _Step:
     attention: float  # reading every sequence's KV (and its FLOPs)
     communication: float  # two all-reduces per layer under tensor parallel
     offload: float  # weights kept off the GPU: streamed over PCIe, or run on the CPU (llama.cpp)
-    overhead: float  # fixed per step: launches, sampling (efficiency.toml decode_step_s)
+    overhead: float  # fixed per step (decode_step_s) + per-layer kernel floors ([decode_kernels])
     cpu: float = 0.0  # per-sequence CPU work not overlapped with the GPU (engines.toml [[step_cpu]])
 
     @property
@@ -178,7 +254,8 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
     comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
-    overhead = float(efficiency_table()["overheads"]["decode_step_s"][d.engine])
+    # per step: the fixed part (sampling, graph launch) and the per-layer kernel floors
+    overhead = _fixed_overhead(d.engine) + _kernel_floor(model, d, precision, gemm, attention)
     # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
     # data/engines.toml [[step_cpu]] by version): a fixed part and one per running sequence
     cpu = step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
