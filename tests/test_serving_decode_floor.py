@@ -61,7 +61,8 @@ def test_the_floor_scales_with_the_layers() -> None:
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_deepseek_v3_at_batch_1_pays_milliseconds_of_kernel_floors(engine: str) -> None:
     s = _speed(**_DS, engine=engine, concurrency=1)
-    floor = s["step_breakdown_s"]["overhead"] - _fixed_overhead(engine)
+    floor = s["kernel_floor_s"]
+    assert s["step_breakdown_s"]["overhead"] == pytest.approx(_fixed_overhead(engine) + floor, abs=1e-6)
     assert floor > 0.004  # ~2,000 kernels a step at a few microseconds each
     assert s["decode_tokens_per_s"] < 150  # was ~270 tok/s with bandwidth and all-reduces alone
 
@@ -82,6 +83,7 @@ def test_engines_without_counts_keep_their_measured_step_overhead(engine: str) -
     assert _kernels(engine) is None
     s = _speed(model="llama-3.1-8b", card="rtx-4090", engine=engine, context=1024, concurrency=1)
     assert s["step_breakdown_s"]["overhead"] == pytest.approx(_decode_step_s(engine))
+    assert s["kernel_floor_s"] == 0.0
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])

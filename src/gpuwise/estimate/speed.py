@@ -63,6 +63,7 @@ class InferSpeed:
     collective_path: str = "none"  # links.link_path: nvls | nvlink | pcie-p2p | pcie-host-bounce ...
     run_requests: int = 0  # > 0: throughput is that of a finite run of this many prompts sent at once
     run_seconds: float = 0.0  # that run's duration (prefills, decode steps, the drain of the longest)
+    kernel_floor_s: float = 0.0  # the part of step_breakdown_s["overhead"] that is per-layer kernel floors
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -182,6 +183,7 @@ def _kernel_floor(model: ModelArch, d: Deployment, precision: Precision, gemm: f
     return extra
 
 
+@functools.cache
 def _fixed_overhead(engine: str) -> float:
     """decode_step_s less the kernel floors it holds for its reference model (never below 0)."""
     k = _kernels(engine)
@@ -197,12 +199,14 @@ class _Step:
     attention: float  # reading every sequence's KV (and its FLOPs)
     communication: float  # two all-reduces per layer under tensor parallel
     offload: float  # weights kept off the GPU: streamed over PCIe, or run on the CPU (llama.cpp)
-    overhead: float  # fixed per step (decode_step_s) + per-layer kernel floors ([decode_kernels])
+    overhead: float  # fixed per step: graph launch, sampling (decode_step_s less its reference floors)
     cpu: float = 0.0  # per-sequence CPU work not overlapped with the GPU (engines.toml [[step_cpu]])
+    kernel_floor: float = 0.0  # the layers' kernels beyond their bandwidth time ([decode_kernels])
 
     @property
     def total(self) -> float:
-        return self.gemm + self.attention + self.communication + self.offload + self.overhead + self.cpu
+        return (self.gemm + self.attention + self.communication + self.offload + self.overhead + self.cpu
+                + self.kernel_floor)
 
 
 def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
@@ -254,13 +258,13 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
     comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
-    # per step: the fixed part (sampling, graph launch) and the per-layer kernel floors
-    overhead = _fixed_overhead(d.engine) + _kernel_floor(model, d, precision, gemm, attention)
+    overhead = _fixed_overhead(d.engine)  # per step: graph launch, sampling
+    floor = _kernel_floor(model, d, precision, gemm, attention)  # per layer: the kernels' floors
     # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
     # data/engines.toml [[step_cpu]] by version): a fixed part and one per running sequence
     cpu = step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
     return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead,
-                 cpu=cpu)
+                 cpu=cpu, kernel_floor=floor)
 
 
 def _gemm_compute_seconds(model: ModelArch, w: Workload, d: Deployment, batch: int, tp: int,
@@ -322,10 +326,10 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     loaded = tpot + stall  # what each user sees per output token
     return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
-                      step_breakdown_s={**parts, "overhead": step.overhead, "cpu": step.cpu,
+                      step_breakdown_s={**parts, "overhead": step.overhead + step.kernel_floor, "cpu": step.cpu,
                                         "prefill_stall": stall},
                       collective_busbw_bytes_per_s=_allreduce_busbw(d, r) if tp > 1 else 0.0,
-                      collective_path=_collective_path(d, tp))
+                      collective_path=_collective_path(d, tp), kernel_floor_s=step.kernel_floor)
 
 
 def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
