@@ -65,6 +65,7 @@ def test_deepseek_v3_at_batch_1_pays_milliseconds_of_kernel_floors(engine: str) 
     assert s["step_breakdown_s"]["overhead"] == pytest.approx(_fixed_overhead(engine) + floor, abs=1e-6)
     assert floor > 0.004  # ~2,000 kernels a step at a few microseconds each
     assert s["decode_tokens_per_s"] < 150  # was ~270 tok/s with bandwidth and all-reduces alone
+    assert s["bound"] == "kernel-latency"
 
 
 def test_the_floor_is_in_the_benchmark_run_too() -> None:
@@ -94,3 +95,4 @@ def test_a_small_dense_model_at_tp1_moves_by_less_than_5_percent(engine: str) ->
     before = s["tpot_s"] - s["step_breakdown_s"]["overhead"] + _decode_step_s(engine)
     assert s["tpot_s"] == pytest.approx(before, rel=0.05)
     assert s["step_breakdown_s"]["overhead"] > _fixed_overhead(engine) > 0
+    assert s["bound"] == "memory"  # an 8B model's GEMMs stream far longer than its kernels' floors

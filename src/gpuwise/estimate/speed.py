@@ -57,7 +57,7 @@ class InferSpeed:
     prefill_tokens_per_s: float
     ttft_s: float
     tpot_s: float
-    bound: str  # "memory" | "compute" | "communication" | "offload"
+    bound: str  # "memory" | "compute" | "communication" | "offload" | "kernel-latency"
     step_breakdown_s: dict[str, float]
     collective_busbw_bytes_per_s: float = 0.0  # the all-reduce bus bandwidth the step assumed (0: one GPU)
     collective_path: str = "none"  # links.link_path: nvls | nvlink | pcie-p2p | pcie-host-bounce ...
@@ -345,9 +345,11 @@ def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -
 
 
 def _bound(step: _Step) -> str:
-    """What limits the step: communication or offload when they dominate; else the GEMMs' and
-    attention's side of their rooflines (memory when both read more than they compute)."""
-    parts = {"memory": step.gemm + step.attention, "communication": step.communication, "offload": step.offload}
+    """What limits the step: communication, offload or the layers' kernel floors (kernel-latency:
+    small kernels one after another, as DeepSeek-V3 at batch 1) when they dominate; else the GEMMs'
+    and attention's side of their rooflines (memory when both read more than they compute)."""
+    parts = {"memory": step.gemm + step.attention, "communication": step.communication, "offload": step.offload,
+             "kernel-latency": step.kernel_floor}
     return max(parts, key=lambda k: parts[k])
 
 
