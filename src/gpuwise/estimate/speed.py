@@ -215,8 +215,9 @@ def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
         return 1.0
     table = gguf_decode_table()
     name = w.weights.split(":", 1)[1].upper() if w.weights.startswith("gguf:") else ""
-    if not name and model.quant is not None and model.quant.method == "gguf":
-        name = min(table["bits"], key=lambda t: abs(table["bits"][t] - model.quant.bits))  # type: ignore[union-attr]
+    quant = model.quant
+    if not name and quant is not None and quant.method == "gguf":
+        name = min(table["bits"], key=lambda t: abs(table["bits"][t] - quant.bits))
     if not name:
         name = "F16"
     return float(table["factors"].get(name, table["default"]))
