@@ -214,22 +214,25 @@ def _alternative(c: Candidate) -> Text:
 
 def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets, winner: Candidate | None = None,
                     tried: list[Candidate] | None = None, key: SortKey | None = None) -> Text:
-    """Why plan #`rank` + 1 is where it is. A tight plan below one that is not says so; plan #1
+    """Why plan #`rank` + 1 is where it is. A tight plan below one that is not says so; every plan
     names the cheaper, tight variant of its card it was preferred to."""
     what = _what(c)
     v = obj.value(c)
     shown = Text(obj.show(v, c.cost.currency if c.cost else ""), obj.show_zh(v, c.cost.currency if c.cost else "")) \
         if v is not None else Text("", "")
+    alt = _passed_over(c, tried or [], key) if key is not None else None
     if rank > 0:
         if c.tight and winner is not None and not winner.tight:
             tight = _tight_words(c)
             return Text(f"{what}: {shown.en}, ranks #{rank + 1}: it {tight.en}, so it ranks below the plans that fit "
                         "at the top",
                         f"{what}：{shown.zh}，排第 {rank + 1}：{tight.zh}，因此排在按上限也放得下的方案之后")
-        return Text(f"{what}: {shown.en}, ranks #{rank + 1}", f"{what}：{shown.zh}，排第 {rank + 1}")
-    head = _first(what, shown, obj, t)
-    alt = _passed_over(c, tried or [], key) if key is not None else None
-    if alt is not None:
+        head = Text(f"{what}: {shown.en}, ranks #{rank + 1}", f"{what}：{shown.zh}，排第 {rank + 1}")
+        if alt is None:
+            return head
+    else:
+        head = _first(what, shown, obj, t)
+    if alt is not None:  # the card's cheaper variant that fits only at the estimate is named, never silently gone
         av, cur = obj.value(alt) or 0.0, alt.cost.currency if alt.cost else ""
         other, tight = _alternative(alt), _tight_words(alt)
         return Text(f"{head.en}; preferred to {other.en} ({obj.show(av, cur)}), which {tight.en}",
