@@ -7,6 +7,7 @@ MemTracker on a tiny Llama (tests/test_train_memory_cpu.py).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
@@ -117,6 +118,13 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool,
     return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
 
 
+@functools.lru_cache(maxsize=256)
+def _layers_saved(model: ModelArch, w: Workload, full_ft: bool, f8: bool) -> tuple[LayerSaved, ...]:
+    """Every layer's saved tensors; cached because a training plan asks the same workload of every
+    card and GPU count (only the parallelism and checkpointing choices around it change)."""
+    return tuple(layer_saved(model, w, i, full_ft=full_ft, float8_sac_mms=f8) for i in range(model.num_layers))
+
+
 @dataclass(frozen=True)
 class SavedActivations:
     """Saved activations of all layers on one GPU, the transient of one recomputed layer, and what
@@ -133,9 +141,8 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
     """Per checkpointing policy, for `layers` layers on this pipeline stage. `residual_bytes`: the
     residual stream's element size (4 where the embedding was upcast to fp32: PEFT's k-bit prep)."""
     f8 = w.float8 and w.grad_ckpt == "op-sac" and find_framework(w.framework).float8_sac_saves_mm
-    per = [layer_saved(model, w, i, full_ft=full_ft, float8_sac_mms=f8) for i in range(model.num_layers)]
     n = max(1, round(layers))
-    per = per[:n]
+    per = _layers_saved(model, w, full_ft, f8)[:n]
     sbh = residual_bytes * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's input
     biggest = max(p.total for p in per)
     every = ckpt_every(w.grad_ckpt)

@@ -10,6 +10,7 @@ phases (loss, backward, optimizer step), not the sum of tensors that never coexi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -86,9 +87,11 @@ WHY = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def lora_params(model: ModelArch, rank: int, targets: tuple[str, ...]) -> int:
     """r x (d_in + d_out) per targeted linear per layer (PEFT LoraLayer A: d_in x r, B: r x d_out).
-    In MoE layers gate/up/down adapt the shared experts only (routed experts are left frozen)."""
+    In MoE layers gate/up/down adapt the shared experts only (routed experts are left frozen).
+    Cached: a training plan asks it for every configuration of the same model."""
     h, q, kv = model.hidden_size, model.q_dim, model.kv_dim
     attn = {"q": h + q, "k": h + kv, "v": h + kv, "o": q + h}
     total = 0
