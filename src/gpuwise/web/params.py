@@ -253,7 +253,8 @@ def parse(items: Iterable[tuple[str, Any]], spec: Spec, *, strict: bool = True) 
     if missing:
         names = ", ".join(missing)
         raise InputError(Text(f"Missing required parameter: {names}.", f"缺少必需参数：{names}。"))
-    return {name: coerce(spec.get(name), value) for name, value in raw.items()}  # type: ignore[arg-type]
+    by_name = {p.name: p for p in spec.params}  # collect() kept only names the spec has
+    return {name: coerce(by_name[name], value) for name, value in raw.items()}
 
 
 def check_model_source(src: str) -> None:

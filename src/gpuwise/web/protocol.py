@@ -75,7 +75,9 @@ class GuardedH11Protocol(H11Protocol):
     by_client: ClassVar[dict[str, OrderedDict[GuardedH11Protocol, None]]] = {}
     everyone: ClassVar[OrderedDict[GuardedH11Protocol, None]] = OrderedDict()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not isinstance(transport, asyncio.Transport):  # asyncio's socket transports always are
+            raise TypeError(f"an HTTP connection needs a stream transport, got {type(transport).__name__}")
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._peer = self.client[0] if self.client else "?"
