@@ -79,7 +79,7 @@ def plan_time(repeats: int = 7, request: dict[str, object] | None = None,
     seconds (this process's, so the waits of a shared machine drop out), configurations covered,
     and the memory and speed estimates run. `exhaustive`: the reference search, every
     configuration estimated in full."""
-    from gpuwise.service import PlanRequest, run_plan
+    from gpuwise.service_plan import PlanRequest, run_plan
 
     req = PlanRequest(**(request or PLAN_WARM))  # type: ignore[arg-type]
     run_plan(req, exhaustive=exhaustive).to_dict()  # warm: models, catalogs and price tables parsed once
@@ -96,7 +96,7 @@ def plan_time(repeats: int = 7, request: dict[str, object] | None = None,
 
 def distinct_plans() -> tuple[float, float, int]:
     """Median wall and CPU seconds over requests that are all different, each planned once."""
-    from gpuwise.service import PlanRequest, plan_json
+    from gpuwise.service_plan import PlanRequest, plan_json
 
     plan_json(PlanRequest(model="gpt2", context=1024))  # warm the catalogs, not these requests
     walls, cpus = [], []

@@ -10,7 +10,8 @@ import pytest
 
 from gpuwise.bounds import BOUNDS, check_parallelism, check_request, check_value
 from gpuwise.errors import InputError
-from gpuwise.service import EstimateRequest, PlanRequest, estimate_json, plan_json
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.service_plan import PlanRequest, plan_json
 from gpuwise.web.params import BOUNDS as WEB_BOUNDS
 
 

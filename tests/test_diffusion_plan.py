@@ -15,7 +15,7 @@ from gpuwise.diffusion.job import ImageJob
 from gpuwise.diffusion.loader import load_preset
 from gpuwise.diffusion.plan import plan_diffusion
 from gpuwise.errors import GpuwiseError
-from gpuwise.service import PlanRequest, emit_json, plan_json
+from gpuwise.service_plan import PlanRequest, emit_json, plan_json
 
 CARDS = [c for c in load_cards([]) if c.software == "cuda"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.service import EstimateRequest, PlanRequest, estimate_json, plan_json
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.service_plan import PlanRequest, plan_json
 
 
 def test_a_7b_lora_fits_a_4090_and_the_plan_says_so() -> None:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.service import PlanRequest, run_plan
+from gpuwise.service_plan import PlanRequest, run_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "plan_equiv"

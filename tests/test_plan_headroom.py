@@ -18,7 +18,7 @@ from gpuwise.plan.build import candidate_ranges
 from gpuwise.plan.fast import search
 from gpuwise.plan.rank import PlanResult, objective_for, plan, search_order
 from gpuwise.plan.search import Targets
-from gpuwise.service import PlanRequest, _plan_cards, plan_json, plan_request_parts
+from gpuwise.service_plan import PlanRequest, _plan_cards, plan_json, plan_request_parts
 
 
 def offer(card: str, per_hour: float) -> PriceOffer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwise.service import PlanRequest, run_plan
+from gpuwise.service_plan import PlanRequest, run_plan
 
 
 @pytest.mark.parametrize(("req", "share"), [

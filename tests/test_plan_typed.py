@@ -20,7 +20,8 @@ from gpuwise.estimate.workload import Workload
 from gpuwise.plan.load import plan_from_dict, plan_to_dict
 from gpuwise.plan.rank import plan
 from gpuwise.plan.search import Targets
-from gpuwise.service import EstimateRequest, PlanRequest, estimate_json, run_plan
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.service_plan import PlanRequest, run_plan
 
 
 def offer(card: str, per_hour: float) -> PriceOffer:

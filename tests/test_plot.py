@@ -15,7 +15,8 @@ pytest.importorskip("matplotlib")
 
 from gpuwise.errors import InputError
 from gpuwise.report.plot import cjk_font_available, save_plot
-from gpuwise.service import EstimateRequest, PlanRequest, estimate_json, plan_json
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.service_plan import PlanRequest, plan_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

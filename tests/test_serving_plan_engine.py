@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.service import EstimateRequest, PlanRequest, estimate_json, plan_json
+from gpuwise.service import EstimateRequest, estimate_json
+from gpuwise.service_plan import PlanRequest, plan_json
 
 
 def _best(engine: str, version: str = "") -> dict:  # type: ignore[type-arg]

@@ -22,9 +22,9 @@ _LAZY = {
     "Workload": "gpuwise.estimate.workload",
     "Deployment": "gpuwise.estimate.workload",
     "EstimateRequest": "gpuwise.service",
-    "PlanRequest": "gpuwise.service",
+    "PlanRequest": "gpuwise.service_plan",
     "estimate_json": "gpuwise.service",
-    "plan_json": "gpuwise.service",
+    "plan_json": "gpuwise.service_plan",
     "GpuwiseError": "gpuwise.errors",
 }
 

@@ -3,7 +3,7 @@
 Each bound names the request field, the flag that sets it, the kind (whole number or number),
 and the closed range; every value must also be finite. `check_value` refuses one value with
 a bilingual message naming the flag and the valid range; `check_request` checks every bounded
-field of a service request (`service.EstimateRequest`, `service.PlanRequest`) and the
+field of a service request (`service.EstimateRequest`, `service_plan.PlanRequest`) and the
 relations between them (tensor x pipeline parallel degrees within the GPUs).
 
 The ranges are wide enough for any real job and small enough that nothing absurd is computed:

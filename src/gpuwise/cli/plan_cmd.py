@@ -290,7 +290,7 @@ def register(app: typer.Typer) -> None:
         """Rank card x count x precision x parallelism, with a reason for every rejection. 选型方案排名。"""
         from gpuwise.errors import InputError
         from gpuwise.i18n import Text
-        from gpuwise.service import PlanRequest, emit_json, plan_json
+        from gpuwise.service_plan import PlanRequest, emit_json, plan_json
 
         def request() -> PlanRequest:
             if src is None:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuwise import service
+from gpuwise import service, service_plan
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
 from gpuwise.jsonable import dumps
@@ -52,7 +52,7 @@ def estimate_spec() -> Spec:
 @functools.cache
 def plan_spec() -> Spec:
     # `tokens` is the CLI's flag for the field train_tokens.
-    return spec_from_dataclass(service.PlanRequest, {"src": "model", "tokens": "train_tokens"},
+    return spec_from_dataclass(service_plan.PlanRequest, {"src": "model", "tokens": "train_tokens"},
                                (CONFIG, EMIT))
 
 
@@ -125,8 +125,8 @@ def plan(items: Iterable[tuple[str, Any]], strict: bool = True) -> dict[str, Any
     kw = parse(items, _plan_in(), strict=strict)
     target = kw.get("emit")
     with model_source(_model_kwargs(kw)) as args:
-        req = service.PlanRequest(**args)
-        return service.emit_json(req, target) if target else service.plan_json(req)
+        req = service_plan.PlanRequest(**args)
+        return service_plan.emit_json(req, target) if target else service_plan.plan_json(req)
 
 
 def _relaxed(spec: Spec) -> Spec:
