@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 MIB = 2**20
@@ -108,6 +109,11 @@ def replay(max_length: int, samples: int, seed: int) -> tuple[float, float]:
         n = int(rnd.lognormvariate(mu, sigma))
         if 91 <= n <= max_length:
             lengths.append(n)
+    return peaks(lengths)
+
+
+def peaks(lengths: Sequence[int]) -> tuple[float, float]:
+    """(peak reserved, peak allocated) in bytes per logit of the longest batch, the batches run in order."""
     a = Allocator()
     for s in lengths:
         step(a, s)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from benchmarks.allocator_replay import VOCAB, Allocator, replay, step
+from benchmarks.allocator_replay import VOCAB, peaks, replay
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.activations import loss_bytes
@@ -14,22 +14,14 @@ QWEN_1_8B = ModelArch(name="qwen-1.8b", model_type="qwen", hidden_size=2048, num
                       num_kv_heads=16, head_dim=128, intermediate_size=5504, vocab_size=VOCAB, max_context=8192)
 
 
-def _peaks(lengths: tuple[int, ...]) -> tuple[float, float]:
-    a = Allocator()
-    for s in lengths:
-        step(a, s)
-    top = max(lengths) * VOCAB
-    return a.peak_reserved / top, a.peak_allocated / top
-
-
 def test_one_fixed_length_reserves_a_third_over_the_loss_peak() -> None:
-    reserved, allocated = _peaks((2048,) * 20)
+    reserved, allocated = peaks((2048,) * 20)
     assert allocated == pytest.approx(12.0, rel=0.01)  # loss_bytes' 12 B per logit
     assert reserved - allocated == pytest.approx(0.3 * allocated, rel=0.15)  # memory_train._ALLOCATOR_SLACK
 
 
 def test_an_earlier_slightly_shorter_batch_leaves_the_bound_the_rule_charges() -> None:
-    reserved, allocated = _peaks((2000, 2048))
+    reserved, allocated = peaks((2000, 2048))
     w = Workload(task="lora", framework="ms-swift-1", loss="full", seq_len=2048, micro_batch=1)
     rule = _earlier_loss_segments(QWEN_1_8B, w, loss_bytes(QWEN_1_8B, w, 8), 1) / (2048 * VOCAB)
     assert rule == pytest.approx(12.0 + 4.0)  # the loss peak + two bf16 logits
