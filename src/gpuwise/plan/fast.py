@@ -27,7 +27,7 @@ from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.memory_infer import rules_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
-from gpuwise.plan.search import Candidate, Shapes, Targets, _requirement_failures, _target_failures, configurations
+from gpuwise.plan.search import Candidate, Shapes, Targets, configurations, requirement_failures, target_failures
 from gpuwise.units import GiB
 
 __all__ = ["Order", "SortKey", "search"]
@@ -135,7 +135,7 @@ class _Request:
         speed = scale_out(one, replicas)
         c = Candidate(w1, d, mem, speed, cost_of(d, speed, self.opts, replicas), replicas=replicas,
                       users=w.concurrency, nodes=nodes)
-        unmet = _requirement_failures(c, self.t) + _target_failures(c, self.t)
+        unmet = requirement_failures(c, self.t) + target_failures(c, self.t)
         if not unmet:
             return c
         return Candidate(w1, d, mem, speed, c.cost, tuple(unmet), replicas=replicas, users=w.concurrency,

@@ -236,7 +236,7 @@ def _zh_money(currency: str) -> str:
     return {"CNY": "元", "USD": "美元"}.get(currency, currency)  # 元, as the page and the CLI say it
 
 
-def _target_failures(c: Candidate, t: Targets) -> list[Text]:
+def target_failures(c: Candidate, t: Targets) -> list[Text]:
     out: list[Text] = []
     cost, speed = c.cost, c.speed
     # an unpriced card is not failed here: it goes to the plan's "fits, no price" list
@@ -266,7 +266,7 @@ def _target_failures(c: Candidate, t: Targets) -> list[Text]:
     return out
 
 
-def _requirement_failures(c: Candidate, t: Targets) -> list[Text]:
+def requirement_failures(c: Candidate, t: Targets) -> list[Text]:
     card, d = c.deployment.card, c.deployment
     need = set(t.require)
     if t.stage in ("stabilise", "scale"):
@@ -299,7 +299,7 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
         return base
     speed = scale_out(speed_of(model, w1, d, mem, inter_node_gbps=opts.inter_node_gbps), replicas)
     c = dataclasses.replace(base, speed=speed, cost=cost_of(d, speed, opts, replicas))
-    return dataclasses.replace(c, unmet=tuple(_requirement_failures(c, t) + _target_failures(c, t)))
+    return dataclasses.replace(c, unmet=tuple(requirement_failures(c, t) + target_failures(c, t)))
 
 
 def configurations(
