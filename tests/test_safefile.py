@@ -109,6 +109,20 @@ def test_fifo_weights_or_config_never_hang_the_model_reader(tmp_path: Path) -> N
     _fails(load_model, str(tmp_path / "config.json"), match="FIFO")
 
 
+@needs_fifo
+def test_a_fifo_or_folder_named_model_index_json_is_named_as_such(tmp_path: Path) -> None:
+    """A diffusers folder whose model_index.json is not a file is refused for what it is, never
+    read (a FIFO would block) and never taken for a language-model folder without config.json."""
+    from gpuwise.service import EstimateRequest, estimate_json
+
+    fifo, folder = tmp_path / "fifo", tmp_path / "dir"
+    fifo.mkdir()
+    os.mkfifo(fifo / "model_index.json")
+    (folder / "model_index.json").mkdir(parents=True)
+    _fails(lambda src: estimate_json(EstimateRequest(model=src, card="4090")), str(fifo), match="FIFO")
+    _fails(lambda src: estimate_json(EstimateRequest(model=src, card="4090")), str(folder), match="folder|directory")
+
+
 def test_a_deep_safetensors_header_is_a_data_error(tmp_path: Path) -> None:
     folder = tmp_path / "m"
     folder.mkdir()

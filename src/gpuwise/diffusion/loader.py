@@ -5,6 +5,7 @@ checkpoint (.safetensors or .gguf) of a known denoiser."""
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,9 @@ def load_preset(preset_id: str) -> DiffusionModel:
 
 
 def is_diffusers_folder(path: Path) -> bool:
-    return path.is_dir() and (path / "model_index.json").is_file()
+    """A folder with a model_index.json of any kind: a FIFO, device or folder of that name is then
+    refused by the bounded reader in its own words, not mistaken for a language-model folder."""
+    return path.is_dir() and os.path.lexists(path / "model_index.json")
 
 
 def load_folder(folder: Path) -> DiffusionModel:
