@@ -67,6 +67,20 @@ def test_the_diffusers_script_is_python_with_the_planned_calls() -> None:
     assert "enable_tiling" in diffusers_script(model, ImageJob(1024, 1024, vae_tiling=True), "x")
 
 
+def test_group_offload_covers_every_component_the_estimate_streams() -> None:
+    """A component left without hooks stays on the CPU while the pipeline sends its inputs to the
+    GPU: FLUX's small CLIP encoder included, every part is group-offloaded or on the CPU by choice."""
+    flux = load_preset("flux.1-dev")
+    script = diffusers_script(flux, ImageJob(1024, 1024, offload="group"), "black-forest-labs/FLUX.1-dev")
+    ast.parse(script)
+    for name in (*flux.denoisers, flux.vae.name):
+        assert f"pipe.{name}.enable_group_offload(" in script
+    for c in flux.by_role("text_encoder"):
+        assert f"apply_group_offloading(pipe.{c.name}," in script
+    on_cpu = diffusers_script(flux, ImageJob(1024, 1024, offload="group", te_cpu=True), "x")
+    assert "apply_group_offloading(" not in on_cpu
+
+
 @pytest.mark.parametrize(("offload", "flag"), [("none", "--highvram"), ("model", "--normalvram"),
                                                ("lowvram", "--lowvram"), ("sequential", "--novram")])
 def test_comfyui_flags_follow_the_offload(offload: str, flag: str) -> None:

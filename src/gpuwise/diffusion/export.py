@@ -60,9 +60,12 @@ def diffusers_script(model: DiffusionModel, job: ImageJob, repo: str) -> str:
             lines.append(f'pipe.{name}.enable_group_offload(onload_device=torch.device("cuda"), '
                          'offload_device=torch.device("cpu"), offload_type="block_level", num_blocks_per_group=1, '
                          "use_stream=True)")
-        if _big_text_encoders(model):
+        # every text encoder too, small CLIPs included: a component left out stays on the CPU while
+        # the pipeline sends its inputs to the GPU (the memory estimate streams them all the same way)
+        encoders = [] if job.te_cpu else [c.name for c in model.by_role("text_encoder")]
+        if encoders:
             lines.append("from diffusers.hooks import apply_group_offloading")
-        for name in _big_text_encoders(model):
+        for name in encoders:
             lines.append(f'apply_group_offloading(pipe.{name}, onload_device=torch.device("cuda"), '
                          'offload_type="leaf_level", use_stream=True)')
     else:
