@@ -190,7 +190,7 @@ def test_variable_length_batches_keep_an_earlier_batch_loss_segments_in_the_pool
     per_logit = 2048 * 152064
     assert varied["logits"] == pytest.approx(12 * per_logit)  # this batch's loss peak
     assert varied["slack"] == pytest.approx(varied["logits"] + 4 * per_logit)  # + an earlier batch's segments
-    assert packed["slack"] < varied["slack"] / 3  # fixed lengths: the usual caching slack
+    assert packed["slack"] < varied["slack"] / 2  # fixed lengths: half the loss peak (6 B a logit), not 16
     tight = memory(False, card="rtx-4090", seq_len=4096)  # cached blocks are released before an OOM
     assert tight["device"] <= tight["usable"] * 1.0001
 

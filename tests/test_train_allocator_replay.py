@@ -7,8 +7,9 @@ from benchmarks.allocator_replay import VOCAB, peaks, replay
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.activations import loss_bytes
-from gpuwise.estimate.memory_train import _earlier_loss_segments
+from gpuwise.estimate.memory_train import _LOSS_SLACK, _earlier_loss_segments
 from gpuwise.estimate.workload import Workload
+from gpuwise.service import EstimateRequest, estimate_json
 
 QWEN_1_8B = ModelArch(name="qwen-1.8b", model_type="qwen", hidden_size=2048, num_layers=24, num_heads=16,
                       num_kv_heads=16, head_dim=128, intermediate_size=5504, vocab_size=VOCAB, max_context=8192)
@@ -17,7 +18,23 @@ QWEN_1_8B = ModelArch(name="qwen-1.8b", model_type="qwen", hidden_size=2048, num
 def test_one_fixed_length_reserves_a_third_over_the_loss_peak() -> None:
     reserved, allocated = peaks((2048,) * 20)
     assert allocated == pytest.approx(12.0, rel=0.01)  # loss_bytes' 12 B per logit
-    assert reserved - allocated == pytest.approx(0.3 * allocated, rel=0.15)  # memory_train._ALLOCATOR_SLACK
+    assert reserved - allocated == pytest.approx(allocated / 3, rel=0.15)
+    # the replay of the loss's tensors alone is inside the measured span (torchtitan 0.24 to HF 0.72 of
+    # the loss) and below the rule's share, which the measured runs with other tensors around it set
+    assert 0.24 < (reserved - allocated) / allocated < _LOSS_SLACK
+
+
+def test_the_slack_follows_the_loss_not_the_checkpointed_activations() -> None:
+    """Same model and activations, full fp32 loss or Liger's fused one (the Liger e2e chart's pairs)."""
+    slack = {}
+    for fw in ("hf", "hf-liger"):
+        mem = estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="full", framework=fw,
+                                            gpus=8, zero=3, seq_len=2048, micro_batch=8, grad_ckpt="full"))["memory"]
+        loss = next(i["bytes"] for i in mem["items"] if i["name"] == "logits")
+        slack[fw] = (mem["reserved_peak"] - mem["allocated_peak"], loss)
+    (hf, hf_loss), (liger, liger_loss) = slack["hf"], slack["hf-liger"]
+    assert hf - liger == pytest.approx(_LOSS_SLACK * (hf_loss - liger_loss), rel=0.02)
+    assert liger < 0.1 * hf  # the checkpointed layer inputs reuse their own blocks step after step
 
 
 def test_an_earlier_slightly_shorter_batch_leaves_the_bound_the_rule_charges() -> None:

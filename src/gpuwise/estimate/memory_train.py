@@ -34,19 +34,27 @@ _STATES = {"adamw": 2.0, "sgd": 1.0, "adafactor": 0.0}
 # bitsandbytes 8-bit Adam (Dettmers et al. 2022): m and v at 1 byte each, plus one fp32 absmax per
 # 2,048-value block per state. The paged variant is the same on the GPU, in pageable unified memory.
 _8BIT_BYTES = 2.0 + 2 * 4 / 2048
-# Caching-allocator slack: what torch.cuda.max_memory_reserved adds over max_memory_allocated, as a
-# share of the tensors that churn each step (everything but weights, states and accumulated grads).
-# meta-llama/llama-cookbook PR #41 (Llama-2-7B LoRA, FSDP over 4x A100-40GB, pure bf16) measured
-# active/reserved peaks of 25.86/32.67, 20.20/27.36 and 15.22/19.36 GB: 30-43 % of the churning part
-# (peak minus ~3.4 GB of sharded weights). torchtune PR #1348 logs 13.19 vs 13.27 GiB right after
-# model init, when nothing has churned yet. 0.3 is the low end of the training figures.
+# Caching-allocator slack: what torch.cuda.max_memory_reserved adds over max_memory_allocated. It
+# follows the loss's tensors, not the saved activations. A step allocates its checkpointed layer inputs
+# at the same sizes in the same order every time, so they reuse their own cached blocks; the loss's
+# full-vocabulary tensors are the largest of the step and come in several sizes (bf16 logits, fp32
+# upcast, log-probs and gradients, full and shifted lengths) that coexist in one combination forward
+# and another backward, so the pool keeps blocks for both. Measured (validation/points, estimated
+# allocated peaks): Liger's Llama-3-8B FSDP chart (liger-readme-e2e-llama3-8b-fsdp-8xa100) at 1,024 and
+# 2,048 tokens x 8 has the same activations with and without Liger's fused loss, and reserved minus
+# allocated falls from 7.7 and 17.4 GiB (HF, full fp32 loss of 11.7 and 23.5 GiB) to 1.6 and 1.5 GiB
+# (Liger): 0.64-0.72 of the loss; torchtitan's Llama-3.1-8B on 128 H100s and at 32k tokens (loss not
+# compiled, no shifted copy) 0.24-0.44; benchmarks/allocator_replay.py gives 0.33 for one fixed length
+# over the loss's tensors alone. The Liger runs from 3.7 to 29.8 GiB of activations keep 1.1-3.1 GiB of
+# slack: 0.06 of the rest of the churn. meta-llama/llama-cookbook PR #41 (Llama-2-7B LoRA, FSDP,
+# active/reserved 25.86/32.67, 20.20/27.36, 15.22/19.36 GB) is 30-43 % of all the churn, most of it
+# the full fp32 loss of a 32k vocabulary.
 # The slack never pushes the pool past the card: an allocation that fails first releases the cached
 # free blocks and retries (pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::
 # malloc: release_available_cached_blocks, then release_cached_blocks, before raising OOM), so under
 # pressure reserved stays at the room left beside the CUDA context, and only allocated must fit.
-# Liger's Llama-3-8B FSDP run at 16,384 tokens on 8x A100-80GB reserved 75.20 GiB, where 30 % of its
-# churn would be 90 GiB (validation/points, liger-readme-e2e-llama3-8b-fsdp-8xa100).
-_ALLOCATOR_SLACK = 0.3
+_LOSS_SLACK = 0.5  # of the loss's peak: between torchtitan's 0.24-0.44 and the HF Trainer's 0.64-0.72
+_OTHER_SLACK = 0.05  # of the other tensors that churn (activations, the recomputed layer, gradients)
 
 WHY = {
     "weights": Text("compute weights (bf16; QLoRA: NF4 base; FSDP2 fp32 shards where the framework keeps them), "
@@ -76,10 +84,11 @@ WHY = {
                    "分块 = bf16 分块 + 一块 fp32；融合 = 仅一块"),
     "gather": Text("FSDP/ZeRO-3 all-gather buffers: the current and prefetched layer in bf16",
                    "FSDP/ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重"),
-    "slack": Text(f"caching-allocator slack: reserved minus allocated, {_ALLOCATOR_SLACK:.0%} of the tensors that "
-                  "churn each step (llama-cookbook PR #41 measurements)",
-                  f"缓存分配器余量：reserved 减 allocated，按每步反复分配张量的 {_ALLOCATOR_SLACK:.0%}"
-                  "（llama-cookbook PR #41 实测）"),
+    "slack": Text(f"caching-allocator slack: reserved minus allocated, {_LOSS_SLACK:.0%} of the loss's peak (its "
+                  f"full-vocabulary tensors of several sizes) and {_OTHER_SLACK:.0%} of the other tensors that churn "
+                  "each step (Liger and torchtitan benchmark measurements)",
+                  f"缓存分配器余量：reserved 减 allocated，按损失峰值（多种尺寸的全词表张量）的 {_LOSS_SLACK:.0%}"
+                  f"与每步其余反复分配张量的 {_OTHER_SLACK:.0%}（Liger 与 torchtitan 基准实测）"),
     "slack_varied": Text("caching-allocator slack: batches of varying length leave an earlier batch's loss segments "
                          "(its fp32 peak and bf16 logits) cached beside this one's; a lower bound",
                          "缓存分配器余量：批长度逐步变化时，较早批次的损失显存段（其 fp32 峰值与 bf16 logits）"
@@ -294,7 +303,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
-    slack = min(_ALLOCATOR_SLACK * max(0.0, allocated - persistent - carried), room)
+    churn = max(0.0, allocated - persistent - carried)
+    slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
         slack = min(max(slack, _earlier_loss_segments(model, w, loss, tp)), room)
