@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
-from gpuwise.catalog.engines import step_cpu_fixed, step_cpu_per_seq
+from gpuwise.catalog.engines import step_cpu_fixed, step_cpu_per_seq, version_key
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import (
@@ -191,6 +191,22 @@ def _fixed_overhead(engine: str) -> float:
     return max(step - (k.reference_s if k is not None else 0.0), 0.0)
 
 
+@functools.cache
+def step_cpu_held(engine: str, version: str = "") -> tuple[float, float]:
+    """(seconds per token the running sequences hold, seconds of pauses per running sequence) of
+    un-overlapped CPU work per decode step (efficiency.toml [[step_cpu_tokens]]: vLLM V0 rebuilt each
+    request's whole output every step, and CPython's full collections paused it); the row with the
+    highest from_version <= version, '' the newest; (0, 0) where the engine has none."""
+    rows = sorted((r for r in efficiency_table().get("step_cpu_tokens", []) if r["engine"] == engine),
+                  key=lambda r: version_key(str(r["from_version"])) or (0, 0, 0))
+    if not rows:
+        return 0.0, 0.0
+    key = version_key(version) if version else None
+    fitting = rows if key is None else [r for r in rows if (version_key(str(r["from_version"])) or (0, 0, 0)) <= key]
+    row = (fitting or rows[:1])[-1]
+    return float(row["per_token_s"]), float(row.get("pause_per_seq_s", 0.0))
+
+
 @dataclass(frozen=True)
 class _Step:
     """One decode step's parts (seconds); each is >= 0 and finite by construction."""
@@ -202,11 +218,19 @@ class _Step:
     overhead: float  # fixed per step: graph launch, sampling (decode_step_s less its reference floors)
     cpu: float = 0.0  # per-sequence CPU work not overlapped with the GPU (engines.toml [[step_cpu]])
     kernel_floor: float = 0.0  # the layers' kernels beyond their bandwidth time ([decode_kernels])
+    cpu_held: float = 0.0  # the part of `cpu` that grows with the tokens held ([[step_cpu_tokens]])
+    pause: float = 0.0  # the part of `cpu` that is the engine's collector pauses, spread over the steps
 
     @property
     def total(self) -> float:
         return (self.gemm + self.attention + self.communication + self.offload + self.overhead + self.cpu
                 + self.kernel_floor)
+
+    def holding(self, ratio: float) -> float:
+        """The step's time when its sequences hold `ratio` x the tokens it was costed at (a finite
+        run's batch holds more as it drains behind its longest outputs): attention and the held-token
+        CPU part scale with them."""
+        return self.total + (ratio - 1.0) * (self.attention + self.cpu_held)
 
 
 def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
@@ -263,9 +287,15 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     floor = _kernel_floor(model, d, precision, gemm, attention)  # per layer: the kernels' floors
     # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
     # data/engines.toml [[step_cpu]] by version): a fixed part and one per running sequence
-    cpu = step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
+    # and one per token the running sequences hold (V0 rebuilt each request's whole output every step),
+    # with V0's collector pauses spread over the steps (efficiency.toml [[step_cpu_tokens]])
+    per_token, pause_per_seq = step_cpu_held(d.engine, d.engine_version)
+    held = per_token * batch * _avg_kv_tokens(w)
+    pause = pause_per_seq * batch
+    cpu = (step_cpu_fixed(d.engine, d.engine_version) + step_cpu_per_seq(d.engine, d.engine_version) * batch
+           + held + pause)
     return _Step(gemm=gemm, attention=attention, communication=comm, offload=offload, overhead=overhead,
-                 cpu=cpu, kernel_floor=floor)
+                 cpu=cpu, kernel_floor=floor, cpu_held=held, pause=pause)
 
 
 def _gemm_compute_seconds(model: ModelArch, w: Workload, d: Deployment, batch: int, tp: int,
@@ -399,7 +429,9 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
     fewer) decoding together; each admitted request's prefill runs before its first token (V0 runs
     prefill steps; chunked prefill spends the same compute); every decode step takes the step time
     of the batch still running, so the run drains at small batches behind its longest outputs.
-    The throughput is the run's output tokens over its duration, as benchmark_serving reports it."""
+    The throughput is the run's output tokens over its duration, as benchmark_serving reports it; the
+    time per output token is the run's median inter-token gap (benchmark_serving's median ITL): the
+    median over every token of its step's time, the collector pauses apart (a few long gaps)."""
     tp = tensor_parallel(model, d)
     slots = w.concurrency
     cap = mem.capacity
@@ -407,28 +439,52 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
         slots = int(cap.max_concurrency)
     lengths = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
     prefill = max(w.prompt_len, 1) / steady.prefill_tokens_per_s
-    stage: dict[int, float] = {}
+    stage: dict[int, _Step] = {}
 
-    def step_time(batch: int) -> float:
+    def step_time(batch: int, held: float) -> tuple[float, float]:
+        """One step of `batch` sequences holding `held` tokens (the step is costed at the mean hold),
+        and its pause part."""
         if batch not in stage:
-            t = _decode_step(model, w, d, mem, r, batch, tp).total
-            stage[batch] = t if batch >= d.pp else t * d.pp  # pipelined stages overlap at >= pp batches
-        return stage[batch]
+            stage[batch] = _decode_step(model, w, d, mem, r, batch, tp)
+        part = stage[batch]
+        t = part.holding(held / (batch * _avg_kv_tokens(w)))
+        scale = 1 if batch >= d.pp else d.pp  # pipelined stages overlap at >= pp batches
+        return t * scale, part.pause * scale
 
     import heapq
 
     seconds, step, queue = 0.0, 0, iter(lengths)
-    running: list[int] = []  # the step each running request ends at
+    running: list[tuple[int, int]] = []  # (the step each running request ends at, the step it began)
+    began = 0  # the sum of the running requests' first steps
+    gaps: list[tuple[float, int]] = []  # (a step's time without its pause, tokens it gives)
     waiting = len(lengths)
     while waiting or running:
         while waiting and len(running) < slots:
-            heapq.heappush(running, step + next(queue))
+            heapq.heappush(running, (step + next(queue), step))
+            began += step
             waiting -= 1
             seconds += prefill
-        steps = running[0] - step  # until the next request finishes, the batch stays the same
-        seconds += steps * step_time(len(running))
-        step = running[0]
-        while running and running[0] == step:
-            heapq.heappop(running)
+        steps = running[0][0] - step  # until the next request finishes, the batch stays the same
+        n = len(running)
+        held = n * w.prompt_len + n * (step + steps / 2) - began  # each holds its prompt and its output so far
+        t, pause = step_time(n, held)
+        seconds += steps * t
+        gaps.append((t - pause, steps * n))
+        step = running[0][0]
+        while running and running[0][0] == step:
+            began -= heapq.heappop(running)[1]
+    itl = _weighted_median(gaps)
     return dataclasses.replace(steady, throughput_tokens_per_s=sum(lengths) / seconds, run_requests=requests,
-                               run_seconds=seconds)
+                               run_seconds=seconds, tpot_s=itl, decode_tokens_per_s=1 / itl)
+
+
+def _weighted_median(values: list[tuple[float, int]]) -> float:
+    """The value at which half the total weight lies below (the median over every token)."""
+    ordered = sorted(values)
+    half = sum(weight for _, weight in ordered) / 2
+    seen = 0
+    for value, weight in ordered:
+        seen += weight
+        if seen >= half:
+            return value
+    return ordered[-1][0]
