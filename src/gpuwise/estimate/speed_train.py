@@ -155,9 +155,50 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += n_dequant * p.linear / (lay.tp * lay.pp) * _table()["dequant_bytes_per_param"] / r.mem_bw
     if fp8:  # weights cast once per micro-batch for forward and backward
         mem += 2 * p.linear / (lay.tp * lay.pp) * _table()["float8_cast_bytes_per_element"] / r.mem_bw
+    if w.task in ADAPTER_TASKS:
+        mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
             "tp_total": tp_total, "tp_comm": tp_exposed}
+
+
+def _adapter_widths(model: ModelArch, targets: tuple[str, ...]) -> tuple[float, float]:
+    """Summed input and output widths of the adapted linears over all layers (as lora_params: MoE
+    layers adapt their shared experts only)."""
+    h, q, kv = model.hidden_size, model.q_dim, model.kv_dim
+    d_in = d_out = 0.0
+    for index in range(model.num_layers):
+        inter = model.intermediate_size
+        if model.is_moe_layer(index) and model.moe is not None:
+            inter = model.moe.shared_intermediate_size * model.moe.num_shared_experts
+        shapes = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h)}
+        if inter:
+            shapes |= {"gate": (h, inter), "up": (h, inter), "down": (inter, h)}
+        for t in targets:
+            i, o = shapes.get(t, (0, 0))
+            d_in, d_out = d_in + i, d_out + o
+    return d_in, d_out
+
+
+def _adapter_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, re_share: float) -> float:
+    """LoRA's own work, one micro-batch on one GPU: out = base(x) + B(A(x)) x scale per adapted linear.
+    A and B are rank-r GEMMs that move a whole activation for 2r FLOPs per element (memory-bound below
+    r ~ the card's FLOP/byte ridge), and the scale-and-add is element-wise; fp32 adapters (PEFT under
+    autocast) cast x to fp32 and back. Charged at the roofline: the larger of its FLOPs at the GEMM
+    rate of an r-wide GEMM and its bytes at achievable bandwidth."""
+    t = _table()["lora_bytes"]
+    d_in, d_out = _adapter_widths(model, w.lora_targets)
+    fused = _table()["compile_traffic_factor"] if w.compile or find_framework(w.framework).fused_elementwise else 1.0
+    cast = t["fp32_cast_per_in"] if find_framework(w.framework).adapter_dtype == "fp32" else 0.0
+    fwd = t["gemm_fwd_per_in"] * d_in + t["gemm_fwd_per_out"] * d_out \
+        + fused * (t["combine_fwd_per_out"] * d_out + cast * d_in)
+    bwd = t["gemm_bwd_per_in"] * d_in + t["gemm_bwd_per_out"] * d_out \
+        + fused * (t["combine_bwd_per_out"] * d_out + (t["accumulate_bwd_per_in"] + cast) * d_in)
+    share = lay.tokens_mb / (lay.tp * lay.pp)
+    moved = share * ((1 + re_share) * fwd + bwd)
+    flops = share * (6 + 2 * re_share) * w.lora_rank * (d_in + d_out)  # fwd 2, bwd 4, recompute 2 per weight
+    rate = _peak(d, "bf16") * gemm_efficiency(r, lay.tokens_mb, w.lora_rank, 1)
+    return float(max(flops / rate, moved / r.mem_bw))
 
 
 def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, re_share: float,
