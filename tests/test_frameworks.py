@@ -213,3 +213,12 @@ def test_op_sac_under_float8_keeps_no_linear_outputs() -> None:
     # torchtitan's save list has aten.mm but not torch._scaled_mm: Float8 linears' outputs are recomputed
     assert kept("torchtitan", False) - kept("torchtitan", True) == pytest.approx(model.num_layers * mms)
     assert kept("torchtitan-2024-12", True) == pytest.approx(kept("torchtitan-2024-12", False))
+
+
+def test_fsdp_shards_the_lora_adapters_with_their_layers() -> None:
+    def adapters(gpus: int, zero: int) -> float:
+        mem = estimate_json(EstimateRequest(model="llama-3.1-70b", card="a100-80gb-sxm", task="lora",
+                                            framework="torchtune", gpus=gpus, zero=zero))["memory"]
+        return float(next(i["bytes"] for i in mem["items"] if i["name"] == "adapters"))
+    assert adapters(8, 3) == pytest.approx(adapters(1, 0) / 8, rel=1e-6)  # fully_shard takes every parameter
+    assert adapters(8, 2) == pytest.approx(adapters(1, 0), rel=1e-6)  # ZeRO-2 keeps the parameters whole

@@ -264,7 +264,10 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     temp = 0.0
     if fw.optimizer_foreach and w.optimizer == "adamw" and not w.optimizer_in_backward and optimizer > 0:
         temp = trainable * p.optimizer / 2 / split * trained(z1)
-    return _States(weights=weights, adapters=trainable * p.param / split if peft else 0.0,
+    # ZeRO-3 / FSDP shard the adapters with the rest of each layer's parameters (FSDP2 fully_shard and
+    # FSDP1's flat parameter take every parameter of the wrapped layer, frozen or not; DeepSpeed stage 3
+    # partitions all of them)
+    return _States(weights=weights, adapters=trainable * p.param / split * trained(z3) if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head, step_temp=temp)
 
