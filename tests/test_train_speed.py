@@ -142,3 +142,28 @@ def test_float8_linears_run_at_the_family_fp8_share_of_the_fp8_peak() -> None:
     ratio = rates.gemm_at("fp8") / rates.gemm  # 0.65 / 0.80 on hopper-sxm
     # the linears at most 2 x ratio faster, attention (bf16) not at all: never below 1 / (2 x ratio)
     assert 0.5 / ratio <= fp8 / bf16 < 1.0
+
+
+def test_lora_adapters_cost_bandwidth_per_adapted_linear_not_per_rank_until_the_ridge() -> None:
+    kw: dict[str, Any] = {"model": "llama-3.1-8b", "card": "a100-80gb-sxm", "task": "lora", "seq_len": 2048,
+                          "micro_batch": 2, "grad_ckpt": "full"}
+    def part(name: str, **more: Any) -> float:
+        return float(speed(**{**kw, **more})["step_breakdown_s"][name])
+    every = "q,k,v,o,gate,up,down"
+    # the adapters' own work is memory-bound: it grows with the adapted widths, not the matmul FLOPs
+    assert part("memory_bound", framework="torchtune", lora_targets=every) > \
+        part("memory_bound", framework="torchtune", lora_targets="q,v")
+    assert part("compute", framework="torchtune", lora_targets=every) == \
+        pytest.approx(part("compute", framework="torchtune", lora_targets="q,v"))
+    r8 = part("memory_bound", framework="torchtune", lora_targets=every, lora_rank=8)
+    r16 = part("memory_bound", framework="torchtune", lora_targets=every, lora_rank=16)
+    r2048 = part("memory_bound", framework="torchtune", lora_targets=every, lora_rank=2048)
+    # below the ridge the adapters cost bytes whatever the rank (the optimizer update over twice the
+    # adapter parameters, ~0.1 %, is all that differs)
+    assert r16 == pytest.approx(r8, rel=0.005)
+    assert r2048 > 1.5 * r8  # past it the rank-r GEMMs' FLOPs set the time
+    # PEFT's fp32 adapters cast x to fp32 and back in each adapted linear (torchtune's bf16 ones do not)
+    def adapters(framework: str) -> float:
+        return part("memory_bound", framework=framework, lora_targets=every) - \
+            part("memory_bound", framework=framework, lora_targets="q")
+    assert adapters("hf") > adapters("torchtune") > 0
