@@ -2,7 +2,7 @@
 
 Per micro-batch on one GPU (its TP share of its pipeline stage's layers): matmul FLOPs at a
 GEMM efficiency that depends on the GEMM's shape; recompute by checkpoint policy; element-wise,
-loss and dequantisation traffic at achievable memory bandwidth; tensor-parallel collectives,
+loss, dequantisation and LoRA adapter traffic at achievable memory bandwidth; tensor-parallel collectives,
 partly hidden where the framework overlaps them. Per step: micro-batches x that, the pipeline
 bubble, the optimizer update (memory-bound), the exposed data-parallel traffic and offload.
 Constants: data/efficiency.toml [training] and each family's `train_gemm`, each with its source.
