@@ -311,6 +311,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
         slack = min(max(slack, _earlier_loss_segments(model, w, loss, tp)), room)
+    slack = float(round(slack))  # whole bytes: a saved plan's items add up to its totals again
     reserved = allocated + slack
     device = reserved + outside
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
