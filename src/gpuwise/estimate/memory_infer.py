@@ -235,8 +235,29 @@ def _budget(d: Deployment, rules: EngineRules, fixed: float, weights: float, tp:
     return _Budget(card, 0.0)
 
 
-def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
-    """Per-GPU memory of serving `model` as `w` on `d`, with KV capacity and offload needs."""
+@dataclass(frozen=True)
+class Serving:
+    """The part of a serving memory estimate that does not read the card: computed once for a
+    model, workload and deployment settings, then finished for each card (`on_card`). A plan
+    shares it between every card and replica count with those settings."""
+
+    tp: int
+    rules: EngineRules
+    elem: float  # bytes per KV element
+    weights_all: float  # this GPU's share of all the weights
+    on_gpu: float  # of which on the GPU (llama.cpp's -ngl, --cpu-offload-gib)
+    share: float  # of the model's KV held by one GPU
+    on_device: float  # of the KV on the GPU (llama.cpp's GPU layers)
+    state: float
+    kv: float
+    host_kv: float
+    runtime: tuple[Item, ...]
+    runtime_bytes: float
+    pages: HybridPages | None
+
+
+def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
+    """Weights, KV and runtime of serving `model` as `w` with `d`'s settings (not its card)."""
     tp = tensor_parallel(model, d)
     rules = rules_for(d)
     elem = kv_element_bytes(w, model)
@@ -251,28 +272,63 @@ def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     kv_all = model.kv_bytes_for_context(tokens, elem) * share * w.concurrency
     state, kv = state_all * on_device, kv_all * on_device
     host_kv = (kv_all + state_all) * (1 - on_device) * d.gpus
+    runtime = tuple(_runtime_items(d, rules, tp * d.pp))
+    return Serving(tp=tp, rules=rules, elem=elem, weights_all=weights_all, on_gpu=on_gpu, share=share,
+                   on_device=on_device, state=state, kv=kv, host_kv=host_kv, runtime=runtime,
+                   runtime_bytes=sum(i.bytes for i in runtime),
+                   pages=None if rules.pool == "grow" and on_device > 0 else hybrid_pages(model, elem, share, rules))
+
+
+def shortfall_floor(part: Serving, d: Deployment) -> float:
+    """The least `required - usable` can come to on d's card (`part` made for d's settings), for
+    a search to set aside what cannot fit before estimating it: every line but the activations is
+    known without the card, and the activations are never negative; the budget is at most the
+    card (times --gpu-memory-utilization where the pool is a fraction of the total). -inf where
+    no such floor holds (weights offloaded to fit, TRT-LLM's budget after its profile). Less a
+    millionth for rounding. tests/test_plan_floor.py holds the estimate to it."""
+    if d.offload != "none":
+        return -math.inf
+    card = d.card.usable_bytes
+    if part.rules.pool == "total_fraction":
+        cap = card * d.gpu_memory_utilization
+    elif part.rules.pool in ("static_fraction", "grow"):
+        cap = card
+    else:
+        return -math.inf
+    least = part.on_gpu + part.kv + part.state + part.runtime_bytes
+    return least - cap - 1e-6 * (least + cap)
+
+
+def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
+    """Per-GPU memory of serving `model` as `w` on `d`, with KV capacity and offload needs."""
+    return on_card(model, w, d, serving_part(model, w, d))
+
+
+def on_card(model: ModelArch, w: Workload, d: Deployment, part: Serving) -> MemoryResult:
+    """`infer_memory` from its card-free `part` (made by `serving_part` for this model, workload
+    and every setting of `d` but its card): activations, the engine's budget, offload, capacity."""
+    rules, tp, on_gpu, kv, state = part.rules, part.tp, part.on_gpu, part.kv, part.state
     acts = _activation_items(model, w, d, tp)
-    runtime = _runtime_items(d, rules, tp * d.pp)
-    fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
+    fixed = on_gpu + sum(i.bytes for i in acts) + part.runtime_bytes
     budget = _budget(d, rules, fixed, on_gpu, tp, model.mla is not None)
     moved = 0.0
     if d.offload != "none" and fixed + kv + state > budget.usable:  # move just enough weights off the GPU
         moved = min(on_gpu, math.ceil((fixed + kv + state - budget.usable) / MiB) * MiB)
     items = [Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), Item("kv_cache", "kv_cache", kv, WHY_KV),
-             Item("sequence_state", "kv_cache", state, WHY_STATE), *acts, *runtime]
+             Item("sequence_state", "kv_cache", state, WHY_STATE), *acts, *part.runtime]
     pool = 0.0 if rules.pool == "grow" else budget.pool + moved
-    off_host = (weights_all - on_gpu + moved) * d.gpus + host_kv
-    host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (weights_all - on_gpu) * d.gpus,
+    off_host = (part.weights_all - on_gpu + moved) * d.gpus + part.host_kv
+    host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (part.weights_all - on_gpu) * d.gpus,
                       nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),
                                 kv_pool=pool)
-    if rules.pool == "grow" and on_device > 0:
+    if rules.pool == "grow" and part.on_device > 0:
         # no pool: the cache is grown for the batch asked, so the capacity is what the memory left
         # beside the weights, activations and runtime could hold (on the GPU layers' share)
         room = max(0.0, budget.usable - fixed)
-        capacity = _capacity(model, w, elem, share * on_device, room, rules.block_size)
+        capacity = _capacity(model, w, part.elem, part.share * part.on_device, room, rules.block_size)
     else:
-        capacity = _capacity(model, w, elem, share, pool, rules.block_size, hybrid_pages(model, elem, share, rules))
+        capacity = _capacity(model, w, part.elem, part.share, pool, rules.block_size, part.pages)
     return MemoryResult(breakdown=breakdown, usable=budget.usable, capacity=capacity, host=host)
 
 

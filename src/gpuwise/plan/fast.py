@@ -16,6 +16,7 @@ less time:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
@@ -24,7 +25,7 @@ from gpuwise.catalog.cards import Card
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, per_replica, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.memory_infer import rules_for
+from gpuwise.estimate.memory_infer import Serving, on_card, rules_for, serving_part, shortfall_floor
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import Candidate, Shapes, Targets, configurations, requirement_failures, target_failures
@@ -77,6 +78,9 @@ class _Request:
     same: dict[Workload, Workload] = field(default_factory=dict)
     twins: dict[int, int] = field(default_factory=dict)
     tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
+    settings: dict[int, int] = field(default_factory=dict)
+    parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
+    floors: dict[tuple[int, int], float] = field(default_factory=dict)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
@@ -116,6 +120,47 @@ class _Request:
             token = self.twins[id(d)] = self.tokens.setdefault(what, len(self.tokens))
         return token  # one small number per twin
 
+    def setting(self, d: Deployment) -> int:
+        """Every setting of a deployment but its card, as one small number."""
+        token = self.settings.get(id(d))
+        if token is None:
+            what = ("settings", *(getattr(d, f) for f in _SETTINGS))
+            token = self.settings[id(d)] = self.tokens.setdefault(what, len(self.tokens))
+        return token
+
+    def part(self, w: Workload, d: Deployment) -> Serving:
+        """The card-free part of a serving memory estimate (`memory_infer.serving_part`), shared
+        by every card with the same settings; one it refuses is refused for each of them."""
+        key = (id(w), self.setting(d))
+        part = self.parts.get(key)
+        if part is None:
+            try:
+                part = serving_part(self.model, w, d)
+            except GpuwiseError as e:
+                part = e
+            self.parts[key] = part
+        if isinstance(part, GpuwiseError):
+            raise part
+        return part
+
+    def estimate_memory(self, w: Workload, d: Deployment) -> MemoryResult:
+        """As `estimate_memory`, serving from the shared card-free part."""
+        if self.training:
+            return estimate_memory(self.model, w, d)
+        return on_card(self.model, w, d, self.part(w, d))
+
+    def floor(self, config: Config) -> float:
+        """The least the configuration's memory can be short of its card (`shortfall_floor`);
+        -inf where none is known (training). Raises what its estimate would raise."""
+        if self.training:
+            return -math.inf
+        w1, d = self.per_replica(config[0], config[2]), config[1]
+        key = (id(w1), id(d))
+        found = self.floors.get(key)
+        if found is None:
+            found = self.floors[key] = shortfall_floor(self.part(w1, d), d)
+        return found
+
     def evaluate(self, config: Config) -> Candidate:
         """As `search.evaluate`, from the memo."""
         w, d, replicas, nodes = config
@@ -124,7 +169,7 @@ class _Request:
         twin = (id(w1), self.twin(d))
         mem = self.memory.get(twin)
         if mem is None:
-            mem = self.memory[twin] = estimate_memory(self.model, w1, d)
+            mem = self.memory[twin] = self.estimate_memory(w1, d)
         nodes = d.nodes if self.training else nodes
         c = Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
         if not c.fits:
@@ -149,15 +194,46 @@ def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
     return [c for _, c in tried]
 
 
-def _estimated(req: _Request, group: list[tuple[int, Config]]) -> list[tuple[int, Candidate]]:
-    """The group's candidates; one an estimate refuses is left out, as the exhaustive search does."""
+def _estimated(req: _Request, group: list[tuple[int, Config]],
+               aside: list[tuple[float, int, Config]]) -> list[tuple[int, Candidate]]:
+    """The group's candidates; one an estimate refuses is left out, as the exhaustive search does.
+    One whose memory cannot fit (its floor above 0) is put `aside` with its floor, unestimated."""
     out = []
     for i, c in group:
         try:
+            floor = req.floor(c)
+            if floor > 0:
+                aside.append((floor, i, c))
+                continue
             out.append((i, req.evaluate(c)))
         except GpuwiseError:
             continue
     return out
+
+
+def _short(c: Candidate) -> float:
+    return c.memory.breakdown.required - c.memory.usable  # as rank.why_not measures the closest
+
+
+def _settle(req: _Request, tried: list[tuple[int, Candidate]],
+            aside: list[tuple[float, int, Config]]) -> None:
+    """Estimate what was set aside where the plan's reasons read it. A card with something that
+    fits and nothing that passes names the formats that fit among all it tried: every one is
+    estimated. A card where nothing fits names its closest attempt (the least short, the first
+    of equals in the search's order): those set aside are estimated least floor first while
+    their floor could still tie or beat the closest so far; the rest are short by more."""
+    if any(c.ok for _, c in tried):
+        return
+    if any(c.fits for _, c in tried):
+        tried += [(i, req.evaluate(c)) for _, i, c in aside]
+        return
+    best = min((_short(c) for _, c in tried), default=math.inf)
+    for floor, i, c in sorted(aside, key=lambda fic: fic[:2]):
+        if floor > best:
+            break
+        found = req.evaluate(c)
+        tried.append((i, found))
+        best = min(best, _short(found))
 
 
 def _valid(req: _Request, configs: list[Config]) -> list[tuple[int, Config]]:
@@ -182,9 +258,13 @@ def _card(req: _Request, configs: list[Config], order: Order,
     configurations it has that `check_valid` accepts (less those an estimate refused)."""
     valid = _valid(req, configs)
     prefix = order.prefix
+    aside: list[tuple[float, int, Config]] = []
+    tried: list[tuple[int, Candidate]] = []
     if prefix is None:
-        tried = _estimated(req, valid)
-        return tried, len(tried)
+        tried = _estimated(req, valid, aside)
+        n = len(tried) + len(aside)
+        _settle(req, tried, aside)
+        return tried, n
     groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
     heads: dict[int, tuple[float, ...]] = {}  # by GPU count
     for i, c in valid:
@@ -193,15 +273,17 @@ def _card(req: _Request, configs: list[Config], order: Order,
         if head is None:
             head = heads[gpus] = prefix(card, gpus)
         groups.setdefault(head, []).append((i, c))
-    tried, refused, pruning = [], 0, True
+    refused, pruning = 0, True
     for head in sorted(groups):
-        found = _estimated(req, groups[head])
+        before = len(aside)
+        found = _estimated(req, groups[head], aside)
         tried += found
-        refused += len(groups[head]) - len(found)
+        refused += len(groups[head]) - len(found) - (len(aside) - before)
         if any(c.fits and order.known(order.key(c)) != head for _, c in found):
             pruning = False  # the prediction failed: estimate everything on this card
         if pruning and any(c.ok and order.final(c) for _, c in found):
             break
+    _settle(req, tried, aside)
     return tried, len(valid) - refused
 
 
