@@ -327,3 +327,20 @@ def test_decode_gemm_flops_are_charged_in_whole_64_row_tiles_on_serving_engines(
     moe = get_model("qwen3-235b-a22b")  # 128 experts, top 8: 256 tokens give each expert ~16
     dense_like = _gemm_compute_seconds(moe, w, lcpp, 256, 1, 1e15)
     assert _gemm_compute_seconds(moe, w, vllm, 256, 1, 1e15) > 2 * dense_like
+
+
+def test_weight_only_marlin_decodes_at_its_plateau_once_compute_bound() -> None:
+    """An FP8 checkpoint on an A100 (no FP8 tensor cores) runs fp8_marlin, W8A16: half the bytes of
+    bf16 at batch 1, but at a large batch its GEMMs stop at Marlin's plateau (efficiency.toml
+    marlin_peak_share, 0.45 of the 16-bit peak, from vllm PR #2497's bench), below cuBLAS's bf16."""
+    from gpuwise.estimate.links import efficiency_table
+
+    kw = {"model": "llama-3.1-8b", "card": "a100-80gb-sxm", "context": 1024, "engine_version": "0.5.4"}
+    def gemm(weights: str, c: int, card: str = "a100-80gb-sxm") -> float:
+        return float(_speed(**{**kw, "card": card}, weights=weights, concurrency=c)["step_breakdown_s"]["gemm"])
+
+    assert gemm("fp8", 1) < 0.6 * gemm("bf16", 1)  # memory-bound: the bytes halve
+    share = float(efficiency_table()["overheads"]["marlin_peak_share"])
+    assert gemm("fp8", 256) / gemm("bf16", 256) == pytest.approx(0.85 / share, rel=0.02)  # ampere-dc gemm 0.85
+    # an H100 has FP8 tensor cores: the FP8 checkpoint runs W8A8, faster than bf16 at a large batch
+    assert gemm("fp8", 256, "h100-sxm") < gemm("bf16", 256, "h100-sxm")

@@ -272,7 +272,7 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         off_gpu = every * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     bw = r.mem_bw * _gguf_factor(model, w, d) * (r.decode_llamacpp if d.engine == "llamacpp" else 1.0)
     precision = compute_precision(model, w, d)
-    rate = _peak_flops(d, precision) * r.gemm_at(precision)
+    rate = _peak_flops(d, precision) * _decode_gemm_share(model, w, d, r, precision)
     gemm = max((every - off_gpu) * touched / bw, _gemm_compute_seconds(model, w, d, batch, tp, rate))
     attn_flops = 4 * model.num_layers * model.q_dim * _avg_kv_tokens(w) * batch / (tp * d.pp)  # QK^T and AV
     share_fa = float(efficiency_table()["overheads"]["attention_flops_share"])
@@ -298,15 +298,39 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
                  cpu=cpu, kernel_floor=floor, cpu_held=held, pause=pause)
 
 
+def weight_only(model: ModelArch, w: Workload, d: Deployment) -> bool:
+    """Do vLLM's / SGLang's decode GEMMs run a weight-only Marlin kernel (16-bit activations
+    against packed weights)? GPTQ/AWQ int4 checkpoints do on the cards Marlin supports, and FP8
+    checkpoints on cards without FP8 tensor cores (fp8_marlin, W8A16)."""
+    if d.engine not in ("vllm", "sglang"):
+        return False
+    fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
+    return fmt == "int4" or (fmt == "fp8" and d.card.dense_tflops("fp8") is None)
+
+
+def _decode_gemm_share(model: ModelArch, w: Workload, d: Deployment, r: Rates, precision: Precision) -> float:
+    """The share of the precision's dense peak a decode step's GEMMs reach once compute-bound:
+    the large-GEMM figure, or for weight-only Marlin its own plateau of the 16-bit peak
+    (efficiency.toml [overheads] marlin_peak_share), whichever is lower."""
+    share = r.gemm_at(precision)
+    if weight_only(model, w, d):
+        share = min(share, float(efficiency_table()["overheads"]["marlin_peak_share"]))
+    return share
+
+
 def _gemm_compute_seconds(model: ModelArch, w: Workload, d: Deployment, batch: int, tp: int,
                           rate: float) -> float:
     """FLOP time of a decode step's linear layers at `rate` (large-GEMM FLOP/s). The pool engines
     run them as tiled GEMMs whose rows come in whole tiles (tile quantization: efficiency.toml
     [overheads] gemm_tile_rows), so m tokens cost ceil(m / tile) tiles; MoE experts each see
-    batch x top-k / (experts touched) tokens, and a few tokens an expert still fill a tile.
+    batch x top-k / (experts touched) tokens, and a few tokens an expert still fill a tile (weight-only
+    Marlin: its 16-row tile, efficiency.toml marlin_tile_rows).
     llama.cpp and transformers' batch-1 steps are mat-vec kernels: no tile."""
     p = count_params(model)
-    tile = float(efficiency_table()["overheads"]["gemm_tile_rows"]) if d.engine in POOL_ENGINES else 1.0
+    table = efficiency_table()["overheads"]
+    tile = float(table["gemm_tile_rows"]) if d.engine in POOL_ENGINES else 1.0
+    if weight_only(model, w, d):
+        tile = float(table["marlin_tile_rows"])  # Marlin's own row tile
 
     def padded(tokens: float) -> float:
         return math.ceil(tokens / tile - 1e-9) * tile / tokens
