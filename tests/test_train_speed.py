@@ -167,3 +167,24 @@ def test_lora_adapters_cost_bandwidth_per_adapted_linear_not_per_rank_until_the_
         return part("memory_bound", framework=framework, lora_targets=every) - \
             part("memory_bound", framework=framework, lora_targets="q")
     assert adapters("hf") > adapters("torchtune") > 0
+
+
+def test_the_input_embedding_is_a_lookup_only_the_output_projection_a_matmul(tmp_path: Any) -> None:
+    import json
+    from pathlib import Path
+
+    base = json.loads((Path(__file__).parent.parent / "validation" / "models" / "meta-llama--Llama-2-7b-hf"
+                       / "config.json").read_text())
+    def compute(vocab: int) -> float:
+        folder = tmp_path / f"v{vocab}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**base, "vocab_size": vocab, "tie_word_embeddings": False}))
+        return float(speed(model=str(folder), card="a100-80gb-sxm", task="pretrain", seq_len=2048,
+                           micro_batch=2)["step_breakdown_s"]["compute"])
+    r = card_rates(resolve_card("a100-80gb-sxm").card)
+    tokens, grown = 4096, 64000
+    peak = resolve_card("a100-80gb-sxm").card.dense_tflops("bf16")
+    assert peak is not None
+    rate = peak * 1e12 * gemm_efficiency(r, tokens, 4096, 1)
+    # 6 FLOPs (forward 2, backward 4) per output-projection weight per token; the embedding costs none
+    assert compute(32000 + grown) - compute(32000) == pytest.approx(6 * grown * 4096 * tokens / rate, rel=1e-3)

@@ -32,7 +32,7 @@ ADAPTER_TASKS = ("lora", "qlora")
 class TrainSpeed:
     step_time_s: float
     tokens_per_s: float  # the whole job, real (unpadded) tokens
-    mfu: float  # model FLOPs (6N + attention; 4N for adapters; no recompute) / (step x bf16 peak)
+    mfu: float  # model FLOPs (6N + attention, N: matmul weights; 4N for adapters) / (step x bf16 peak)
     scaling_efficiency: float  # vs n x one GPU without communication or bubble
     step_breakdown_s: dict[str, float]  # adds up to step_time_s
     communication_s: dict[str, float] = field(default_factory=dict)  # totals before overlap
@@ -80,12 +80,22 @@ def _peak(d: Deployment, precision: str) -> float:
     return (rate or d.card.dense_tflops("bf16") or d.card.dense_tflops("fp16") or d.card.fp32_tflops or 1.0) * 1e12
 
 
+def matmul_params(p: ParamBreakdown) -> int:
+    """Active weights a token multiplies by: the input embedding is a lookup (and learned positions an
+    add), not a matmul; the output projection is one, tied to the embedding or not. The frameworks'
+    MFU counts the same N: torchtitan's (torchtitan/models/utils.py@7238a9c5 line 454: nparams_for_matmul =
+    nparams if enable_weight_tying else nparams - nparams_embedding),
+    Megatron's formula counts the GEMMs and the logit layer (megatron/training/training.py
+    num_floating_point_operations@d98e8a64)."""
+    return p.active - p.positions - (p.embedding if p.lm_head else 0)
+
+
 def _flops_per_token(model: ModelArch, w: Workload, p: ParamBreakdown) -> dict[str, float]:
     """Whole-model FLOPs per token: linear forward 2N, backward 4N (2N without weight gradients
     for a frozen base); causal attention 2 x layers x q_dim x seq forward, twice that backward
     (PaLM app. B, halved for the causal mask); recompute by policy."""
-    lin_f = 2.0 * p.active
-    lin_b = (2.0 if w.task in ADAPTER_TASKS else 4.0) * p.active
+    lin_f = 2.0 * matmul_params(p)
+    lin_b = (2.0 if w.task in ADAPTER_TASKS else 4.0) * matmul_params(p)
     attn_f = 2.0 * model.num_layers * model.q_dim * w.seq_len
     every = ckpt_every(w.grad_ckpt)
     if w.grad_ckpt == "selective":  # Megatron selective: core attention recomputed
@@ -102,9 +112,9 @@ def _flops_per_token(model: ModelArch, w: Workload, p: ParamBreakdown) -> dict[s
 
 def _expert_share(model: ModelArch, p: ParamBreakdown) -> float:
     """Share of the active linear FLOPs that run in routed experts."""
-    if model.moe is None or not p.active:
+    if model.moe is None or not matmul_params(p):
         return 0.0
-    return p.experts * model.moe.experts_per_token / model.moe.num_experts / p.active
+    return p.experts * model.moe.experts_per_token / model.moe.num_experts / matmul_params(p)
 
 
 def _intermediate(model: ModelArch, p: ParamBreakdown) -> float:
@@ -338,7 +348,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     tokens_step = lay.tokens_mb * lay.real_share * m * lay.dp
     p = count_params(model)
     attn = 6 * model.num_layers * model.q_dim * w.seq_len  # 12 x layers x q_dim x seq / 2 (causal)
-    model_flops = (4 if w.task in ADAPTER_TASKS else 6) * p.active + attn
+    model_flops = (4 if w.task in ADAPTER_TASKS else 6) * matmul_params(p) + attn
     n_gpus = d.gpus * d.nodes
     return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
                       mfu=tokens_step * model_flops / (step * n_gpus * _peak(d, "bf16")),
