@@ -10,9 +10,9 @@ Each client holds one keep-alive connection and sends its next /api/plan as soon
 is answered (a closed loop: 200 clients keep 200 requests outstanding). Every request differs
 (model x concurrency x context from a counter), so the server's result cache never answers one.
 A 503 is the server shedding load it cannot answer within its queue bound; the client waits the
-Retry-After it was given, as a polite client does. One more client asks distinct estimates the
-whole time, and records how many plans were outstanding when it asked: its latency shows
-whether an estimate waits behind plans.
+Retry-After it was given, as a polite client does, and the target counts it as not answered.
+One more client asks distinct estimates the whole time, and records how many plans were
+outstanding when it asked: its latency shows whether an estimate waits behind plans.
 
 The clients speak HTTP/1.1 over asyncio streams (a few lines, below): httpx costs ~1 ms of CPU
 per request, which on the 2 cores the server runs on would be taken from the server.
@@ -21,7 +21,9 @@ Bounded: loopback addresses only, --duration (at most 600 s) plus a 60 s limit p
 --max-requests in all. Reports requests, answers, 503s, errors, answers/s, latency p50/p95/p99/max
 (all, answered, refused), the estimate probe, the CPU the server and the clients used per
 request, and how loaded the machine was (load average, Linux CPU pressure: a shared machine's
-other work shows there); exit status 1 when a request failed (not a 503).
+other work shows there); exit status 1 when a request failed (not a 503). The target (issue 15):
+every plan request answered (no 503, no failure) with p99 over all of them at most 2 s, and the
+estimates asked meanwhile all answered with p99 at most 250 ms.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ MODELS = ("llama-3.1-8b", "qwen3-8b", "qwen2.5-32b", "llama-3.1-70b", "mistral-7
 CONCURRENCY = (1, 8, 32)
 BASE_CONTEXT = 1024
 REQUEST_TIMEOUT_S = 60.0
-P99_TARGET_MS = 2000.0  # issue 15: p99 at most 2 s for 200 clients on 2 cores
-MAX_REFUSED = 0.01  # ... with at most 1% of the requests told to come back later
+P99_TARGET_MS = 2000.0  # issue 15: p99 at most 2 s for 200 clients on 2 cores, over every request
+# ... each of them answered: a 503 is a failure to the user who sees it, so none is allowed
+# (with a closed loop a refusal only hides lacking throughput: the client comes back for more).
+MAX_REFUSED = 0
+# Estimates never queue behind plans: asked while plans are outstanding, their p99 stays within
+# a small multiple of one estimate's own few milliseconds on a busy machine.
+PROBE_P99_TARGET_MS = 250.0
 
 
 def plan_params(n: int, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
@@ -258,9 +265,12 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
     answered = [s for s, c, _ in plans if c == 200]
     refused = [s for s, c, _ in plans if c == 503]
     failed = len(plans) - len(answered) - len(refused)
-    lat_ok = summary(answered)
-    held = bool(answered) and not failed and len(refused) <= MAX_REFUSED * len(plans) \
-        and (lat_ok["p99"] or 0.0) <= P99_TARGET_MS
+    lat_all, lat_ok = summary([s for s, _, _ in plans]), summary(answered)
+    probe_lat = summary([s for s, c, o in probes if o > 0])
+    probes_ok = sum(1 for _, c, _ in probes if c == 200)
+    held = bool(answered) and not failed and len(refused) <= MAX_REFUSED \
+        and (lat_all["p99"] or 0.0) <= P99_TARGET_MS
+    probe_held = bool(probes) and probes_ok == len(probes) and (probe_lat["p99"] or 0.0) <= PROBE_P99_TARGET_MS
     per_answer = 1000 / max(1, len(answered))
     return {
         "clients": clients, "client_processes": len(parts), "duration_s": round(elapsed, 1),
@@ -270,19 +280,20 @@ def figures(parts: list[dict[str, Any]], clients: int, load_before: tuple[Any, .
         "requests": len(plans), "answered": len(answered), "refused_503": len(refused), "failed": failed,
         "failures": dict(errors), "answers_per_s": round(len(answered) / elapsed, 1),
         "requests_per_s": round(len(plans) / elapsed, 1),
-        "latency_ms_all": summary([s for s, _, _ in plans]), "latency_ms_answered": lat_ok,
+        "latency_ms_all": lat_all, "latency_ms_answered": lat_ok,
         "latency_ms_refused": summary(refused),
         "estimates_during_plans": {
-            "requests": len(probes), "ok": sum(1 for _, c, _ in probes if c == 200),
+            "requests": len(probes), "ok": probes_ok,
             "plans_outstanding_mean": round(sum(o for *_, o in probes) / max(1, len(probes)), 1),
             "with_plans_outstanding": sum(1 for *_, o in probes if o > 0),
-            "latency_ms": summary([s for s, c, o in probes if o > 0])},
+            "latency_ms": probe_lat},
         "server_cpu_ms_per_answer": round(server_cpu_s[1] * per_answer, 1) if server_cpu_s else None,
         "front_cpu_ms_per_request": (round(server_cpu_s[0] * 1000 / max(1, len(plans) + len(probes)), 2)
                                      if server_cpu_s else None),
         "client_cpu_ms_per_request": round(sum(p["cpu_s"] for p in parts) * 1000 / max(1, len(plans)), 2),
         "implied_by_cpu": implied(server_cpu_s[1] * per_answer if server_cpu_s else None, clients),
-        "target": {"p99_ms_at_most": P99_TARGET_MS, "refused_at_most": MAX_REFUSED, "held": held},
+        "target": {"p99_ms_at_most": P99_TARGET_MS, "refused_at_most": MAX_REFUSED, "held": held,
+                   "estimate_p99_ms_at_most": PROBE_P99_TARGET_MS, "estimates_held": probe_held},
         "timeline": timeline(plans),
     }
 
@@ -397,8 +408,10 @@ def print_report(r: dict[str, Any]) -> None:
     print("  by 5 s of sending time (answered/503, p50-p99 ms): " + "; ".join(
         f"{w['answered']}/{w['refused_503']} {w['p50_ms']}-{w['p99_ms']}" for w in r["timeline"]))
     t = r["target"]
-    print(f"  target (p99 of answers <= {t['p99_ms_at_most']:g} ms, <= {t['refused_at_most']:.0%} refused, "
-          f"no failures): {'held' if t['held'] else 'NOT held'}")
+    print(f"  target (every request answered, none refused or failed, p99 of all <= {t['p99_ms_at_most']:g} ms): "
+          f"{'held' if t['held'] else 'NOT held'}; estimates (all answered, p99 <= "
+          f"{t['estimate_p99_ms_at_most']:g} ms while plans are outstanding): "
+          f"{'held' if t['estimates_held'] else 'NOT held'}")
 
 
 def main() -> int:

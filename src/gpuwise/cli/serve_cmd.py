@@ -24,8 +24,8 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="TCP port. 端口。", min=1, max=65535)] = 8000,
     workers: Annotated[int | None, typer.Option(
         "--workers", help="Plan worker processes in all (default: one per core), warmed before the server "
-                          "answers; estimates run apart, in the server process. "
-                          "方案计算进程总数（默认每核一个）；估算在服务进程内单独运行。")] = None,
+                          "answers; estimates run apart, in two processes of their own, never behind a plan. "
+                          "方案计算进程总数（默认每核一个）；估算在另外两个进程中运行，从不排在方案之后。")] = None,
     processes: Annotated[int, typer.Option(
         "--processes", help="Server processes (event loops) in front of the plan workers (default 1: one "
                             "queue for every worker; more only if one loop cannot keep up). "

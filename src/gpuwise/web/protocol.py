@@ -23,7 +23,7 @@ import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -68,6 +68,17 @@ def error_response(status: int, reason: bytes, message: Text, retry_after_s: int
     return head + b"\r\n" + body
 
 
+def stream_transport(transport: asyncio.BaseTransport) -> asyncio.Transport:
+    """`transport` as the stream transport it is: asyncio's socket transports subclass
+    asyncio.Transport, uvloop's (TCPTransport, UnixTransport) have its methods without the base
+    class, so they are checked by what they can do."""
+    if isinstance(transport, asyncio.Transport):
+        return transport
+    if all(callable(getattr(transport, m, None)) for m in ("write", "pause_reading", "resume_reading")):
+        return cast(asyncio.Transport, transport)
+    raise TypeError(f"an HTTP connection needs a stream transport, got {type(transport).__name__}")
+
+
 class GuardedH11Protocol(H11Protocol):
     """H11Protocol plus a request deadline and connection bounds (see the module docstring)."""
 
@@ -76,9 +87,7 @@ class GuardedH11Protocol(H11Protocol):
     everyone: ClassVar[OrderedDict[GuardedH11Protocol, None]] = OrderedDict()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, asyncio.Transport):  # asyncio's socket transports always are
-            raise TypeError(f"an HTTP connection needs a stream transport, got {type(transport).__name__}")
-        super().connection_made(transport)
+        super().connection_made(stream_transport(transport))
         self._deadline: asyncio.TimerHandle | None = None
         self._peer = self.client[0] if self.client else "?"
         mine = self.by_client.setdefault(self._peer, OrderedDict())

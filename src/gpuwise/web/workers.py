@@ -110,6 +110,10 @@ class Worker:
         self.last_done = 0.0
         self.reserved = 0  # handed to a call that has not sent yet
         pool.loop.add_reader(ours.fileno(), self._readable)
+        # uvloop (libuv's uv_poll_init) makes a polled descriptor non-blocking, and Connection's
+        # recv_bytes/send_bytes then fail half-way through a message with BlockingIOError, which
+        # looked like a lost worker; readiness is all the loop needs from it (asyncio leaves it so).
+        os.set_blocking(ours.fileno(), True)
 
     @property
     def load(self) -> int:
