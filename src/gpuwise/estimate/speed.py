@@ -61,7 +61,7 @@ class InferSpeed:
     step_breakdown_s: dict[str, float]
     collective_busbw_bytes_per_s: float = 0.0  # the all-reduce bus bandwidth the step assumed (0: one GPU)
     collective_path: str = "none"  # links.link_path: nvls | nvlink | pcie-p2p | pcie-host-bounce ...
-    run_requests: int = 0  # > 0: throughput is that of a finite run of this many prompts sent at once
+    run_requests: int = 0  # > 0: throughput and tpot_s are a finite run's (N prompts at once; tpot its median gap)
     run_seconds: float = 0.0  # that run's duration (prefills, decode steps, the drain of the longest)
     kernel_floor_s: float = 0.0  # the part of step_breakdown_s["overhead"] that is per-layer kernel floors
 
@@ -216,7 +216,7 @@ class _Step:
     communication: float  # two all-reduces per layer under tensor parallel
     offload: float  # weights kept off the GPU: streamed over PCIe, or run on the CPU (llama.cpp)
     overhead: float  # fixed per step: graph launch, sampling (decode_step_s less its reference floors)
-    cpu: float = 0.0  # per-sequence CPU work not overlapped with the GPU (engines.toml [[step_cpu]])
+    cpu: float = 0.0  # CPU work not overlapped with the GPU ([[step_cpu]] and [[step_cpu_tokens]])
     kernel_floor: float = 0.0  # the layers' kernels beyond their bandwidth time ([decode_kernels])
     cpu_held: float = 0.0  # the part of `cpu` that grows with the tokens held ([[step_cpu_tokens]])
     pause: float = 0.0  # the part of `cpu` that is the engine's collector pauses, spread over the steps
