@@ -222,3 +222,15 @@ def test_fsdp_shards_the_lora_adapters_with_their_layers() -> None:
         return float(next(i["bytes"] for i in mem["items"] if i["name"] == "adapters"))
     assert adapters(8, 3) == pytest.approx(adapters(1, 0) / 8, rel=1e-6)  # fully_shard takes every parameter
     assert adapters(8, 2) == pytest.approx(adapters(1, 0), rel=1e-6)  # ZeRO-2 keeps the parameters whole
+
+
+def test_torchtitan_under_tensor_parallelism_charges_the_vocabulary_parallel_loss() -> None:
+    def logits(framework: str, tp: int) -> float:
+        mem = estimate_json(EstimateRequest(model="llama-3.1-70b", card="h100-sxm", task="pretrain",
+                                            framework=framework, gpus=8, tp=tp, zero=3, seq_len=8192,
+                                            micro_batch=1, grad_ckpt="full"))["memory"]
+        return float(next(i["bytes"] for i in mem["items"] if i["name"] == "logits"))
+    per_rank = 8192 * 128256 / 8
+    assert logits("torchtitan", 8) == pytest.approx(16 * per_rank)  # zeros_like, exp and their sum beside x
+    assert logits("hf", 8) == pytest.approx(12 * per_rank)  # aten's log_softmax and nll kernels
+    assert logits("torchtitan", 1) == pytest.approx(12 * 8192 * 128256)  # no TP: no DTensor loss

@@ -178,7 +178,7 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
+def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool = False) -> float:
     """Peak bytes of the loss, forward or backward, whichever is larger (they do not coexist).
 
     full (transformers loss_utils.ForCausalLMLoss @d0fed636, with F.cross_entropy = log_softmax +
@@ -194,6 +194,12 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
     full under torch.compile: as one compiled chunk, 2 + 6 = 8 (torchtitan compiles cross_entropy_loss with
       the model: torchtitan/components/loss.py@e7c0cae9 build_cross_entropy_loss, since 2024-10-22 except
       2024-12-18 to 2025-02-20, when it was turned off; HF computes the loss inside the compiled forward).
+    full, vocabulary-parallel (tensor parallelism with DTensor's loss_parallel, torchtitan's default under
+      TP: pytorch/pytorch torch/distributed/tensor/parallel/loss.py, _log_softmax and
+      _nll_loss_and_log_softmax_backward): forward keeps the fp32 input, x - max and the result
+      beside the bf16 logits (2 + 4 + 4 + 4 = 14); backward holds the saved log-probs, grad_input =
+      torch.zeros_like(x), torch.exp(x) and their sum ('return (grad_input + torch.exp(x)) * grad_output'):
+      4 x 4 = 16 bytes per logit of this rank's vocabulary shard.
     fused (Liger FusedLinearCrossEntropy; Unsloth and Cut Cross Entropy are assumed no larger): no full
       logits; a bf16 logits chunk of next_pow2(ceil(tokens / ceil(V / h))) rows, and the gradient of
       the hidden states (2 sbh) that it keeps for backward.
@@ -210,4 +216,4 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int) -> float:
         return logits * per
     if w.compile:  # compiled with the model (HF: the loss runs inside forward) or on its own (torchtitan's
         return logits * (2 + 6.0)  # build_cross_entropy_loss): the compiled chunk formula with one chunk
-    return logits * 12.0
+    return logits * (16.0 if vocab_parallel else 12.0)
