@@ -234,3 +234,12 @@ def test_torchtitan_under_tensor_parallelism_charges_the_vocabulary_parallel_los
     assert logits("torchtitan", 8) == pytest.approx(16 * per_rank)  # zeros_like, exp and their sum beside x
     assert logits("hf", 8) == pytest.approx(12 * per_rank)  # aten's log_softmax and nll kernels
     assert logits("torchtitan", 1) == pytest.approx(12 * 8192 * 128256)  # no TP: no DTensor loss
+
+
+def test_fsdp1_keeps_the_root_unit_whole_through_the_step() -> None:
+    def gather(framework: str) -> float:
+        mem = estimate_json(EstimateRequest(model="llama-3.1-8b", card="a100-80gb-sxm", task="full",
+                                            framework=framework, gpus=4, zero=3, seq_len=2048))["memory"]
+        return float(next(i["bytes"] for i in mem["items"] if i["name"] == "zero3_gather"))
+    root = 2 * 128256 * 4096 * 2  # embedding + output projection, bf16
+    assert gather("torchtune-0.2") - gather("torchtune") == pytest.approx(root)  # FSDP1 against FSDP2

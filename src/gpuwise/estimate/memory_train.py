@@ -82,8 +82,10 @@ WHY = {
                    "bf16 chunks + one chunk's fp32, fused = one chunk only",
                    "损失峰值：完整 = 每个 logit 12 字节（fp32 对数概率与梯度）；"
                    "分块 = bf16 分块 + 一块 fp32；融合 = 仅一块"),
-    "gather": Text("FSDP/ZeRO-3 all-gather buffers: the current and prefetched layer in bf16",
-                   "FSDP/ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重"),
+    "gather": Text("FSDP/ZeRO-3 all-gather buffers: the current and prefetched layer in bf16 (FSDP1: and the "
+                   "root unit, embedding and output projection, whole through forward and backward)",
+                   "FSDP/ZeRO-3 全收集缓冲：当前层与预取层的 bf16 权重（FSDP1 另有根单元，即嵌入与输出投影，"
+                   "在前向与反向中保持完整）"),
     "slack": Text(f"caching-allocator slack: reserved minus allocated, {_LOSS_SLACK:.0%} of the loss's peak (its "
                   f"full-vocabulary tensors of several sizes) and {_OTHER_SLACK:.0%} of the other tensors that churn "
                   "each step (Liger and torchtitan benchmark measurements)",
@@ -250,12 +252,20 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
         if fw.pp_unsharded_fsdp and d.pp > 1 and dp > 1:  # the stage's whole share stays unsharded, and
             gather = local / d.pp * per_param / tp  # so do the gradients it accumulates over micro-batches
             grads = trainable * held(1) if w.grad_accum > 1 and not peft else grads
+    # FSDP1 never reshards the root unit after forward (torch/distributed/fsdp/_runtime_utils.py,
+    # _post_forward_reshard: "Do not free the root's parameters in the post-forward for FULL_SHARD"), and
+    # the layer-wrapping policies leave the embedding, final norm and output projection in it: unsharded
+    # from the forward to the end of backward, with the head's gradient (the root's reduce-scatter waits
+    # for the embedding's, the last gradient backward makes)
+    fsdp1_root = fw.sharding == "fsdp" and d.zero == 3 and dp > 1
+    if fsdp1_root:
+        gather += (counts.embedding + counts.lm_head) * (2.0 if peft else p.param) / tp
     # the output projection's gradient is made while the loss's tensors are alive; under optimizer-in-
     # backward too: autograd sums its per-chunk contributions in the AccumulateGrad input buffer, and the
     # post-accumulate-grad hook that steps and frees it fires only after the last chunk's backward. Under
     # FSDP the head is its own unit (torchtune custom_sharded_layers) whose gradient is reduce-scattered
     # only after that last chunk, so it is whole while the chunks are alive
-    whole = d.zero == 3 and dp > 1 and w.loss == "chunked"
+    whole = d.zero == 3 and dp > 1 and w.loss == "chunked" or fsdp1_root
     head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / (1 if whole else z2)
     # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch before torch 2.8) makes one
     # intermediate the size of the second moments, exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs),
