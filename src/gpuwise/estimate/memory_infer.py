@@ -7,6 +7,7 @@ llama.cpp keeps `-ngl` layers on the GPU and a fixed compute buffer.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ WHY_RUNTIME = Text("memory outside torch's allocator the engine charges: CUDA co
                    "（见 data/engines.toml，按引擎版本）")
 
 
+@functools.lru_cache(maxsize=256)
 def _why_sampler(rows: int, per_vocab: float) -> Text:
     return Text(f"start-up profiling: the dummy sampler run over {rows} rows (max_num_seqs) x vocab x "
                 f"{per_vocab:g} bytes (fp32 logits, probabilities, sort values and indices), above the forward chunk",
@@ -107,9 +109,10 @@ def _large(d: Deployment, rules: EngineRules) -> bool:
     return rules.is_large(d.card.name, d.card.usable_bytes / GiB)
 
 
-def batched_tokens(w: Workload, d: Deployment) -> int:
+def batched_tokens(w: Workload, d: Deployment, large: bool | None = None) -> int:
     """Tokens of the engine's largest forward (its profiling run): --max-num-batched-tokens, else
-    the engine's default; V0 vLLM without chunked prefill runs a whole max_model_len."""
+    the engine's default; V0 vLLM without chunked prefill runs a whole max_model_len. `large`:
+    the engine's large-GPU verdict on the card (`_large`), where the caller has it."""
     if w.max_num_batched_tokens:
         return w.max_num_batched_tokens
     rules = rules_for(d)
@@ -120,14 +123,21 @@ def batched_tokens(w: Workload, d: Deployment) -> int:
     bracket = rules.bracket(d.card.usable_bytes / GiB, tensor_parallel_degree(d))
     if bracket is not None:
         return bracket[0]
-    return rules.batched_tokens_large if _large(d, rules) else rules.batched_tokens_small
+    if large is None:
+        large = _large(d, rules)
+    return rules.batched_tokens_large if large else rules.batched_tokens_small
 
 
-def max_num_seqs(w: Workload, d: Deployment) -> int:
-    """The engine's default sequence limit (vLLM caps it at the batched tokens)."""
+def max_num_seqs(w: Workload, d: Deployment, large: bool | None = None, tokens: int | None = None) -> int:
+    """The engine's default sequence limit (vLLM caps it at the batched tokens). `large` and
+    `tokens`: `_large` and `batched_tokens`, where the caller has them."""
     rules = rules_for(d)
-    seqs = w.max_num_seqs or (rules.max_num_seqs_large if _large(d, rules) else rules.max_num_seqs_small)
-    return min(seqs, batched_tokens(w, d)) if d.engine == "vllm" else seqs
+    if large is None:
+        large = _large(d, rules)
+    seqs = w.max_num_seqs or (rules.max_num_seqs_large if large else rules.max_num_seqs_small)
+    if d.engine != "vllm":
+        return seqs
+    return min(seqs, batched_tokens(w, d, large) if tokens is None else tokens)
 
 
 def _activation_bytes(model: ModelArch, tokens: int, tp: int) -> float:
@@ -153,13 +163,15 @@ def _activation_items(model: ModelArch, w: Workload, d: Deployment, tp: int) -> 
     sort buffers, engines.toml sampler_bytes_per_vocab) beside those rows' hidden states;
     transformers and llama.cpp hold the last position's fp32 logits of each sequence."""
     rules = rules_for(d)
-    act = _activation_bytes(model, batched_tokens(w, d), tp)
-    held = _held_allreduce_items(model, w, d, rules, tp)
+    large = _large(d, rules)
+    tokens = batched_tokens(w, d, large)
+    act = _activation_bytes(model, tokens, tp)
+    held = _held_allreduce_items(model, d, rules, tp, tokens)
     if rules.sampler_bytes_per_vocab <= 0:
         logits = w.concurrency * model.vocab_size * 4.0
         return [Item("forward_activations", "activations", act, WHY_ACT),
                 Item("logits", "activations", logits, WHY_LOGITS), *held]
-    rows = max_num_seqs(w, d)
+    rows = max_num_seqs(w, d, large, tokens)
     sampler = rows * (model.vocab_size * rules.sampler_bytes_per_vocab + model.hidden_size * ACT_BYTES)
     vision = vision_profile_bytes(model, rows, tp) if rules.vision_profile_per_seq else 0.0
     forward, why = (vision, WHY_VISION) if vision > act else (act, WHY_ACT)  # the encoder's forward is the larger
@@ -185,13 +197,13 @@ def vision_profile_bytes(model: ModelArch, rows: int, tp: int) -> float:
     return rows * (mask + states + mlp)
 
 
-def _held_allreduce_items(model: ModelArch, w: Workload, d: Deployment, rules: EngineRules, tp: int) -> list[Item]:
+def _held_allreduce_items(model: ModelArch, d: Deployment, rules: EngineRules, tp: int, tokens: int) -> list[Item]:
     """vLLM 0.2.4-0.2.6 at TP > 1: the profile counts reserved memory while NCCL's record_stream
     keeps each all-reduce input of the profiling forward cached (two a layer: attention and MLP
     outputs, tokens x hidden x 2 bytes each; engines.toml tp_allreduce_inputs_held)."""
     if not rules.tp_allreduce_inputs_held or tp <= 1:
         return []
-    held = 2 * model.num_layers / d.pp * batched_tokens(w, d) * model.hidden_size * ACT_BYTES
+    held = 2 * model.num_layers / d.pp * tokens * model.hidden_size * ACT_BYTES
     return [Item("allreduce_inputs_held", "activations", held, WHY_HELD)]
 
 
@@ -251,9 +263,11 @@ class Serving:
     state: float
     kv: float
     host_kv: float
-    runtime: tuple[Item, ...]
     runtime_bytes: float
     pages: HybridPages | None
+    kv_rates: KvRates  # of the GPU's KV share that the capacity counts
+    kv_lines: tuple[Item, ...]  # the KV lines a breakdown shows (the state only where there is one)
+    runtime_lines: tuple[Item, ...]  # the runtime lines it shows (those above 0)
 
 
 def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
@@ -273,10 +287,15 @@ def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
     state, kv = state_all * on_device, kv_all * on_device
     host_kv = (kv_all + state_all) * (1 - on_device) * d.gpus
     runtime = tuple(_runtime_items(d, rules, tp * d.pp))
+    grown = rules.pool == "grow" and on_device > 0  # capacity: what the GPU layers' share could grow to
+    lines = (Item("kv_cache", "kv_cache", kv, WHY_KV), Item("sequence_state", "kv_cache", state, WHY_STATE))
     return Serving(tp=tp, rules=rules, elem=elem, weights_all=weights_all, on_gpu=on_gpu, share=share,
-                   on_device=on_device, state=state, kv=kv, host_kv=host_kv, runtime=runtime,
+                   on_device=on_device, state=state, kv=kv, host_kv=host_kv,
                    runtime_bytes=sum(i.bytes for i in runtime),
-                   pages=None if rules.pool == "grow" and on_device > 0 else hybrid_pages(model, elem, share, rules))
+                   pages=None if grown else hybrid_pages(model, elem, share, rules),
+                   kv_rates=kv_rates(model, w, elem, share * on_device if grown else share),
+                   kv_lines=tuple(i for i in lines if i.bytes > 0 or i.key == "kv_cache"),
+                   runtime_lines=tuple(i for i in runtime if i.bytes > 0))
 
 
 def shortfall_floor(part: Serving, d: Deployment) -> float:
@@ -314,21 +333,20 @@ def on_card(model: ModelArch, w: Workload, d: Deployment, part: Serving) -> Memo
     moved = 0.0
     if d.offload != "none" and fixed + kv + state > budget.usable:  # move just enough weights off the GPU
         moved = min(on_gpu, math.ceil((fixed + kv + state - budget.usable) / MiB) * MiB)
-    items = [Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), Item("kv_cache", "kv_cache", kv, WHY_KV),
-             Item("sequence_state", "kv_cache", state, WHY_STATE), *acts, *part.runtime]
+    items = (Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), *part.kv_lines,
+             *(i for i in acts if i.bytes > 0), *part.runtime_lines)  # the lines above 0, weights and KV always
     pool = 0.0 if rules.pool == "grow" else budget.pool + moved
     off_host = (part.weights_all - on_gpu + moved) * d.gpus + part.host_kv
     host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (part.weights_all - on_gpu) * d.gpus,
                       nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
-    breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key in ("weights", "kv_cache")),
-                                kv_pool=pool)
+    breakdown = MemoryBreakdown(items=items, kv_pool=pool)
     if rules.pool == "grow" and part.on_device > 0:
         # no pool: the cache is grown for the batch asked, so the capacity is what the memory left
         # beside the weights, activations and runtime could hold (on the GPU layers' share)
         room = max(0.0, budget.usable - fixed)
-        capacity = _capacity(model, w, part.elem, part.share * part.on_device, room, rules.block_size)
+        capacity = _capacity(model, w, part.kv_rates, room, rules.block_size)
     else:
-        capacity = _capacity(model, w, part.elem, part.share, pool, rules.block_size, part.pages)
+        capacity = _capacity(model, w, part.kv_rates, pool, rules.block_size, part.pages)
     return MemoryResult(breakdown=breakdown, usable=budget.usable, capacity=capacity, host=host)
 
 
@@ -393,24 +411,41 @@ def _hybrid_capacity(model: ModelArch, w: Workload, pages: HybridPages, pool: fl
                     max_context=min(context, model.max_context))
 
 
-def _capacity(model: ModelArch, w: Workload, elem: float, share: float, pool: float, block: int,
+@dataclass(frozen=True)
+class KvRates:
+    """Bytes of one GPU's KV share (`share` of the model's): per token over every attention layer,
+    per sequence of the workload's context, the fixed state per sequence, per token of one layer."""
+
+    per_token: float
+    per_seq: float
+    state: float
+    per_layer: float
+
+
+def kv_rates(model: ModelArch, w: Workload, elem: float, share: float) -> KvRates:
+    return KvRates(per_token=model.kv_bytes_per_token(elem) * share,
+                   per_seq=sequence_kv_bytes(model, w.context, elem) * share,
+                   state=model.state_bytes_per_sequence(elem) * share,
+                   per_layer=model.kv_elements_per_token_per_layer() * elem * share)
+
+
+def _capacity(model: ModelArch, w: Workload, rates: KvRates, pool: float, block: int,
               pages: HybridPages | None = None) -> Capacity:
     """KV tokens the pool holds (whole pages of `block` tokens), sequences of --context it
     serves, context at --concurrency."""
     if pages is not None:
         return _hybrid_capacity(model, w, pages, pool)
-    per_token = model.kv_bytes_per_token(elem) * share
+    per_token, per_seq = rates.per_token, rates.per_seq
     kv_tokens = int(pool // (per_token * block)) * block if per_token else 0
-    per_seq = sequence_kv_bytes(model, w.context, elem) * share
     max_conc = pool / per_seq if per_seq else float("inf")
     return Capacity(kv_tokens=kv_tokens, max_concurrency=max_conc,
-                    max_context=_max_context(model, pool / w.concurrency, elem, share))
+                    max_context=_max_context(model, pool / w.concurrency, rates))
 
 
-def _max_context(model: ModelArch, bytes_per_seq: float, elem: float, share: float) -> int:
+def _max_context(model: ModelArch, bytes_per_seq: float, rates: KvRates) -> int:
     """Longest context whose KV (+ state) fits `bytes_per_seq`, up to the model's maximum."""
-    room = bytes_per_seq - model.state_bytes_per_sequence(elem) * share
-    per_layer = model.kv_elements_per_token_per_layer() * elem * share
+    room = bytes_per_seq - rates.state
+    per_layer = rates.per_layer
     full, sliding, window = model.count_kind("full"), model.count_kind("sliding"), model.sliding_window
     if room <= 0 or per_layer <= 0:
         return 0 if room <= 0 else model.max_context
