@@ -80,7 +80,7 @@ class _Request:
     tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
     settings: dict[int, int] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
-    floors: dict[tuple[int, int], float] = field(default_factory=dict)
+    part_at: dict[tuple[int, int], Serving] = field(default_factory=dict)  # by (workload, deployment)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
@@ -149,17 +149,17 @@ class _Request:
             return estimate_memory(self.model, w, d)
         return on_card(self.model, w, d, self.part(w, d))
 
-    def floor(self, config: Config) -> float:
+    def floor(self, w: Workload, d: Deployment, replicas: int) -> float:
         """The least the configuration's memory can be short of its card (`shortfall_floor`);
         -inf where none is known (training). Raises what its estimate would raise."""
         if self.training:
             return -math.inf
-        w1, d = self.per_replica(config[0], config[2]), config[1]
+        w1 = self.replica.get((id(w), replicas)) or self.per_replica(w, replicas)
         key = (id(w1), id(d))
-        found = self.floors.get(key)
-        if found is None:
-            found = self.floors[key] = shortfall_floor(self.part(w1, d), d)
-        return found
+        part = self.part_at.get(key)
+        if part is None:
+            part = self.part_at[key] = self.part(w1, d)
+        return shortfall_floor(part, d)
 
     def evaluate(self, config: Config) -> Candidate:
         """As `search.evaluate`, from the memo."""
@@ -194,23 +194,6 @@ def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
     return [c for _, c in tried]
 
 
-def _estimated(req: _Request, group: list[tuple[int, Config]],
-               aside: list[tuple[float, int, Config]]) -> list[tuple[int, Candidate]]:
-    """The group's candidates; one an estimate refuses is left out, as the exhaustive search does.
-    One whose memory cannot fit (its floor above 0) is put `aside` with its floor, unestimated."""
-    out = []
-    for i, c in group:
-        try:
-            floor = req.floor(c)
-            if floor > 0:
-                aside.append((floor, i, c))
-                continue
-            out.append((i, req.evaluate(c)))
-        except GpuwiseError:
-            continue
-    return out
-
-
 def _short(c: Candidate) -> float:
     return c.memory.breakdown.required - c.memory.usable  # as rank.why_not measures the closest
 
@@ -236,55 +219,56 @@ def _settle(req: _Request, tried: list[tuple[int, Candidate]],
         best = min(best, _short(found))
 
 
-def _valid(req: _Request, configs: list[Config]) -> list[tuple[int, Config]]:
-    """The configurations `check_valid` accepts, with their place; the search yields runs of one
-    (workload, deployment) over the replica counts, so the last answer is reused by identity."""
-    out: list[tuple[int, Config]] = []
-    last_w: Workload | None = None
-    last_d: Deployment | None = None
-    ok = False
-    for i, c in enumerate(configs):
-        if c[0] is not last_w or c[1] is not last_d:
-            last_w, last_d = c[0], c[1]
-            ok = req.is_valid(last_w, last_d)
-        if ok:
-            out.append((i, c))
-    return out
-
-
 def _card(req: _Request, configs: list[Config], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """The card's estimated configurations with their place in the search's order, and how many
-    configurations it has that `check_valid` accepts (less those an estimate refused)."""
-    valid = _valid(req, configs)
+    configurations it has that `check_valid` accepts (less those an estimate refused).
+
+    One pass sorts each configuration `check_valid` accepts (the search yields runs of one
+    workload and deployment over the replica counts: the last answer is reused by identity) into
+    a group by its known prefix. A group's configurations whose memory cannot fit (floor above 0)
+    are put `aside`, the rest estimated."""
     prefix = order.prefix
-    aside: list[tuple[float, int, Config]] = []
-    tried: list[tuple[int, Candidate]] = []
-    if prefix is None:
-        tried = _estimated(req, valid, aside)
-        n = len(tried) + len(aside)
-        _settle(req, tried, aside)
-        return tried, n
     groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
     heads: dict[int, tuple[float, ...]] = {}  # by GPU count
-    for i, c in valid:
-        gpus = c[1].gpus * c[1].nodes * c[2]
-        head = heads.get(gpus)
-        if head is None:
-            head = heads[gpus] = prefix(card, gpus)
+    last_w: Workload | None = None
+    last_d: Deployment | None = None
+    valid, accepted = False, 0
+    for i, c in enumerate(configs):
+        w, d = c[0], c[1]
+        if w is not last_w or d is not last_d:
+            last_w, last_d = w, d
+            valid = req.is_valid(w, d)
+        if not valid:
+            continue
+        accepted += 1
+        head: tuple[float, ...] = ()
+        if prefix is not None:
+            gpus = d.gpus * d.nodes * c[2]
+            found = heads.get(gpus)
+            head = heads[gpus] = prefix(card, gpus) if found is None else found
         groups.setdefault(head, []).append((i, c))
-    refused, pruning = 0, True
+    tried: list[tuple[int, Candidate]] = []
+    aside: list[tuple[float, int, Config]] = []
+    pruning = prefix is not None
     for head in sorted(groups):
-        before = len(aside)
-        found = _estimated(req, groups[head], aside)
-        tried += found
-        refused += len(groups[head]) - len(found) - (len(aside) - before)
-        if any(c.fits and order.known(order.key(c)) != head for _, c in found):
+        group: list[tuple[int, Candidate]] = []
+        for i, c in groups[head]:
+            try:
+                floor = req.floor(c[0], c[1], c[2])
+                if floor > 0:
+                    aside.append((floor, i, c))
+                else:
+                    group.append((i, req.evaluate(c)))
+            except GpuwiseError:
+                accepted -= 1  # refused by its estimate, as the exhaustive search leaves it out
+        tried += group
+        if pruning and any(x.fits and order.known(order.key(x)) != head for _, x in group):
             pruning = False  # the prediction failed: estimate everything on this card
-        if pruning and any(c.ok and order.final(c) for _, c in found):
+        if pruning and any(x.ok and order.final(x) for _, x in group):
             break
     _settle(req, tried, aside)
-    return tried, len(valid) - refused
+    return tried, accepted
 
 
 def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
