@@ -211,3 +211,38 @@ def test_a_lane_whose_predictions_fall_short_learns_to_expect_longer_waits() -> 
         return lane.calibration
 
     assert asyncio.run(scenario()) > 1.0
+
+
+def _raw(port: int, data: bytes, wait_s: float = POLL_S) -> bytes:
+    """What the server sends back on one connection to `data`, until it closes it."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as s:
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_both_http_parsers_answer_and_guard_the_server_alike(parser: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if parser == "httptools":
+        pytest.importorskip("httptools")
+    monkeypatch.setenv("GPUWISE_SERVE_HTTP", parser)
+    with own_server(("--workers", "1", "--request-timeout", "1")) as (port, _):
+        ok = _raw(port, b"GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        # a head still growing past 64 KiB (never buffered whole): refused before its end comes
+        huge = _raw(port, b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (80 * 1024))
+        garbage = _raw(port, b"GARBAGE\x00\x01 / HTTP/9.9\r\n\r\n")
+        began = time.monotonic()
+        stalled = _raw(port, b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+        waited = time.monotonic() - began
+    assert ok.startswith(b"HTTP/1.1 200") and b'"status"' in ok
+    # refused with the error object (h11's own limit answers 400; httptools' 431)
+    assert huge.startswith(b"HTTP/1.1 431" if parser == "httptools" else b"HTTP/1.1 400"), huge[:80]
+    for answer in (huge, garbage):
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert b"nosniff" in head and b'"message_zh"' in body
+    assert garbage.startswith(b"HTTP/1.1 400")
+    assert stalled == b"" and waited < POLL_S  # closed at the request deadline, unanswered

@@ -23,9 +23,9 @@ from gpuwise.errors import (
     UnknownNameError,
 )
 from gpuwise.i18n import Text
-from gpuwise.jsonable import dumps
 from gpuwise.web import calls
 from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
+from gpuwise.web.jsonbytes import encoded
 from gpuwise.web.lanes import Busy, Lane, TooSlow, default_workers
 from gpuwise.web.params import Spec, UnknownParameterError
 from gpuwise.web.workers import WorkerLost
@@ -48,12 +48,8 @@ def status_of(err: GpuwiseError, path: str) -> int:
     return 400
 
 
-def encode(obj: Any) -> bytes:
-    return dumps(obj).encode("utf-8")  # strict JSON: no NaN or Infinity
-
-
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    body = obj if isinstance(obj, bytes) else encode(obj)
+    body = obj if isinstance(obj, bytes) else encoded(obj)
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from gpuwise import service, service_plan
 from gpuwise.errors import InputError
 from gpuwise.i18n import Text
-from gpuwise.jsonable import dumps
+from gpuwise.web.jsonbytes import encoded
 from gpuwise.web.params import (
     MAX_CONFIG_BYTES,
     Param,
@@ -146,8 +146,6 @@ def _plan_in() -> Spec:
     return _relaxed(plan_spec())
 
 
-def encoded(obj: Any) -> bytes:
-    return dumps(obj).encode("utf-8")  # strict JSON: no NaN or Infinity
 
 
 # The answers as JSON bytes: a worker process runs these (module level, so they pickle) and

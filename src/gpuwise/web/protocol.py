@@ -1,6 +1,7 @@
-"""uvicorn's HTTP/1.1 protocol with the defences `gpuwise serve` needs against idle and slow
-clients (uvicorn sets no deadline on a request's headers, and its `limit_concurrency` counts
-open sockets, so 1,000 idle sockets made every request answer 503).
+"""uvicorn's HTTP/1.1 protocols (h11 here; httptools, half the CPU per request, in
+web/protocol_httptools.py and chosen when installed) with the defences `gpuwise serve` needs
+against idle and slow clients (uvicorn sets no deadline on a request's headers, and its
+`limit_concurrency` counts open sockets, so 1,000 idle sockets made every request answer 503).
 
 - A request deadline: from the moment a connection opens (or finishes its last response) the
   next request must arrive whole (headers and body) within `request_timeout_s`, else the
@@ -32,6 +33,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.i18n import Text
 
 ENV_PREFIX = "GPUWISE_SERVE_"
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers: a pasted config.json in the URL fits
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,20 @@ def stream_transport(transport: asyncio.BaseTransport) -> asyncio.Transport:
     raise TypeError(f"an HTTP connection needs a stream transport, got {type(transport).__name__}")
 
 
-class GuardedH11Protocol(H11Protocol):
-    """H11Protocol plus a request deadline and connection bounds (see the module docstring)."""
+class ConnectionGuard:
+    """The request deadline and connection bounds (see the module docstring), shared by the two
+    HTTP/1.1 protocols below; each calls `_guard_open`, `_guard_lost`, `_disarm` once a request
+    is whole and `_arm` once its answer is sent."""
 
     limits: ClassVar[Limits] = Limits.from_env()
-    by_client: ClassVar[dict[str, OrderedDict[GuardedH11Protocol, None]]] = {}
-    everyone: ClassVar[OrderedDict[GuardedH11Protocol, None]] = OrderedDict()
+    by_client: ClassVar[dict[str, OrderedDict[ConnectionGuard, None]]] = {}
+    everyone: ClassVar[OrderedDict[ConnectionGuard, None]] = OrderedDict()
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    client: tuple[str, int] | None
+    cycle: Any  # uvicorn's RequestResponseCycle of the request in progress, or None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(stream_transport(transport))
+    def _guard_open(self) -> None:
         self._deadline: asyncio.TimerHandle | None = None
         self._peer = self.client[0] if self.client else "?"
         mine = self.by_client.setdefault(self._peer, OrderedDict())
@@ -101,7 +108,7 @@ class GuardedH11Protocol(H11Protocol):
         self.everyone[self] = None
         self._arm()
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _guard_lost(self) -> None:
         self._disarm()
         self.everyone.pop(self, None)
         mine = self.by_client.get(getattr(self, "_peer", "?"))
@@ -109,29 +116,15 @@ class GuardedH11Protocol(H11Protocol):
             mine.pop(self, None)
             if not mine:
                 self.by_client.pop(self._peer, None)
-        super().connection_lost(exc)
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        cycle = self.cycle
-        if cycle is not None and not cycle.more_body and not cycle.response_complete:
-            self._disarm()  # the request is here whole: the work's own time limit applies now
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request on this connection has the same deadline
-
-    def send_400_response(self, msg: str) -> None:
+    def _malformed(self, msg: str) -> None:
         self._send_and_close(error_response(400, b"Bad Request", Text(
             f"The HTTP request is malformed ({msg}).", f"HTTP 请求格式有误（{msg}）。")))
-
-    # ------------------------------------------------------------------ helpers
 
     def _busy(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete and not self.cycle.more_body
 
-    def _evict_idle(self, group: OrderedDict[GuardedH11Protocol, None]) -> bool:
+    def _evict_idle(self, group: OrderedDict[ConnectionGuard, None]) -> bool:
         """Close the oldest connection of `group` that holds no request in progress."""
         for other in group:
             if other is not self and not other._busy():
@@ -169,18 +162,67 @@ class GuardedH11Protocol(H11Protocol):
     def _close(self) -> None:
         self._disarm()
         if not self.transport.is_closing():
-            if self.conn.our_state not in (h11.ERROR, h11.CLOSED, h11.MUST_CLOSE):
-                try:
-                    self.conn.send(h11.ConnectionClosed())
-                except h11.LocalProtocolError:
-                    pass
+            self._closing()
             self.transport.close()
+
+    def _closing(self) -> None:
+        """What the protocol's own state needs before its transport closes."""
+
+
+class GuardedH11Protocol(ConnectionGuard, H11Protocol):
+    """uvicorn's pure-Python HTTP/1.1 protocol (h11), guarded."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(stream_transport(transport))
+        self._guard_open()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._guard_lost()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is not None and not cycle.more_body and not cycle.response_complete:
+            self._disarm()  # the request is here whole: the work's own time limit applies now
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this connection has the same deadline
+
+    def send_400_response(self, msg: str) -> None:
+        self._malformed(msg)
+
+    def _closing(self) -> None:
+        if self.conn.our_state not in (h11.ERROR, h11.CLOSED, h11.MUST_CLOSE):
+            try:
+                self.conn.send(h11.ConnectionClosed())
+            except h11.LocalProtocolError:
+                pass
+
+
+def http_protocol() -> type[asyncio.Protocol]:
+    """The guarded httptools protocol when httptools is installed (half the CPU per request,
+    web/protocol_httptools.py), else the guarded h11 one; GPUWISE_SERVE_HTTP=h11 chooses h11."""
+    if os.environ.get(ENV_PREFIX + "HTTP", "").lower() != "h11":
+        try:
+            from gpuwise.web.protocol_httptools import GuardedHttpToolsProtocol
+
+            return GuardedHttpToolsProtocol
+        except ImportError:  # httptools (the web extra) is missing
+            pass
+    return GuardedH11Protocol
 
 
 def uvicorn_options(limits: Limits) -> dict[str, Any]:
-    """uvicorn settings that go with the protocol: no socket-counting concurrency limit."""
-    return {"http": GuardedH11Protocol, "limit_concurrency": None, "timeout_keep_alive": 5,
-            "backlog": 2048, "h11_max_incomplete_event_size": 64 * 1024}
+    """uvicorn settings that go with the protocol: no socket-counting concurrency limit, and
+    asyncio's own event loop even where uvloop is installed (uvicorn's "auto" would take it):
+    with httptools it saved no CPU here (0.59-0.68 against 0.56-0.61 ms per request), and one
+    loop is the one tested."""
+    return {"http": http_protocol(), "loop": "asyncio", "limit_concurrency": None, "timeout_keep_alive": 5,
+            "backlog": 2048, "h11_max_incomplete_event_size": MAX_HEAD_BYTES}
 
 
-__all__ = ["GuardedH11Protocol", "Limits", "error_response", "uvicorn_options"]
+__all__ = ["ConnectionGuard", "GuardedH11Protocol", "Limits", "error_response", "http_protocol", "stream_transport",
+           "uvicorn_options"]
