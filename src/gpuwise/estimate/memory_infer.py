@@ -264,6 +264,7 @@ class Serving:
     kv: float
     host_kv: float
     runtime_bytes: float
+    least: float  # weights + KV + state + runtime: the breakdown's total but its activations
     pages: HybridPages | None
     kv_rates: KvRates  # of the GPU's KV share that the capacity counts
     kv_lines: tuple[Item, ...]  # the KV lines a breakdown shows (the state only where there is one)
@@ -292,6 +293,7 @@ def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
     return Serving(tp=tp, rules=rules, elem=elem, weights_all=weights_all, on_gpu=on_gpu, share=share,
                    on_device=on_device, state=state, kv=kv, host_kv=host_kv,
                    runtime_bytes=sum(i.bytes for i in runtime),
+                   least=on_gpu + kv + state + sum(i.bytes for i in runtime),
                    pages=None if grown else hybrid_pages(model, elem, share, rules),
                    kv_rates=kv_rates(model, w, elem, share * on_device if grown else share),
                    kv_lines=tuple(i for i in lines if i.bytes > 0 or i.key == "kv_cache"),
@@ -314,8 +316,7 @@ def shortfall_floor(part: Serving, d: Deployment) -> float:
         cap = card
     else:
         return -math.inf
-    least = part.on_gpu + part.kv + part.state + part.runtime_bytes
-    return least - cap - 1e-6 * (least + cap)
+    return part.least - cap - 1e-6 * (part.least + cap)
 
 
 def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:

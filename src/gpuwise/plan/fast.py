@@ -80,7 +80,6 @@ class _Request:
     tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
     settings: dict[int, int] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
-    part_at: dict[tuple[int, int], Serving] = field(default_factory=dict)  # by (workload, deployment)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
@@ -155,10 +154,10 @@ class _Request:
         if self.training:
             return -math.inf
         w1 = self.replica.get((id(w), replicas)) or self.per_replica(w, replicas)
-        key = (id(w1), id(d))
-        part = self.part_at.get(key)
-        if part is None:
-            part = self.part_at[key] = self.part(w1, d)
+        token = self.settings.get(id(d))
+        part = self.parts.get((id(w1), self.setting(d) if token is None else token))
+        if part is None or isinstance(part, GpuwiseError):
+            part = self.part(w1, d)  # made now, or raised again
         return shortfall_floor(part, d)
 
     def evaluate(self, config: Config) -> Candidate:
