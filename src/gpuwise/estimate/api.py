@@ -242,9 +242,14 @@ def cost_of(d: Deployment, speed: InferSpeed | TrainSpeed, opts: CostOptions, re
                     tokens_per_s=speed.throughput_tokens_per_s, offers=opts.offers)
 
 
+def replica_users(w: Workload, replicas: int) -> int:
+    """The users one of `replicas` identical engines behind a load balancer serves (rounded up)."""
+    return -(-w.concurrency // replicas)
+
+
 def per_replica(w: Workload, replicas: int) -> Workload:
     """What one of `replicas` identical engines behind a load balancer serves: its share of users."""
-    return w if replicas == 1 else dataclasses.replace(w, concurrency=-(-w.concurrency // replicas))
+    return w if replicas == 1 else dataclasses.replace(w, concurrency=replica_users(w, replicas))
 
 
 def scale_out(speed: InferSpeed | TrainSpeed, replicas: int) -> InferSpeed | TrainSpeed:

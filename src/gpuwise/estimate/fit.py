@@ -48,9 +48,24 @@ class Fix:
 
 Change = tuple[Fix, Workload, Deployment]
 
+# The changed workloads and deployments, by value: a plan asks the same change of many cards, and
+# `dataclasses.replace` validates every field again. Cleared when full.
+_CHANGED: dict[tuple[object, ...], Any] = {}
+
+
+def _rep(obj: Any, **change: Any) -> Any:
+    """`dataclasses.replace(obj, **change)`, made once per value."""
+    key = (obj, *change.items())
+    found = _CHANGED.get(key)
+    if found is None:
+        if len(_CHANGED) >= 4096:
+            _CHANGED.clear()
+        found = _CHANGED[key] = dataclasses.replace(obj, **change)
+    return found
+
 
 def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> Iterator[Change]:
-    rep = dataclasses.replace
+    rep = _rep
     for fmt in ("fp8", "int4"):
         if w.weights not in (fmt, "int4", "nf4") and not w.weights.startswith("gguf"):
             yield Fix("weights", (("weights", fmt),), Text(f"store the weights as {fmt}", f"权重改用 {fmt}")), \
@@ -82,7 +97,7 @@ def _infer_changes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResu
 
 def _llamacpp_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
     """llama.cpp on one card: a smaller GGUF type, or some layers on the CPU (-ngl)."""
-    rep = dataclasses.replace
+    rep = _rep
     for quant in ("gguf:Q4_K_M", "gguf:Q3_K_M"):
         if w.weights != quant:
             yield Fix("weights", (("weights", quant),), Text("use a smaller GGUF quant", "换用更小的 GGUF 量化"),
@@ -106,7 +121,7 @@ def _native(fw: Framework, key: str) -> Text | None:
 
 
 def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Change]:
-    rep = dataclasses.replace
+    rep = _rep
     fw = find_framework(w.framework)
     if w.grad_ckpt != "full":
         yield Fix("grad_ckpt", (("grad_ckpt", "full"),), Text("turn on full activation checkpointing",

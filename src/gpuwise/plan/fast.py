@@ -23,15 +23,23 @@ from dataclasses import dataclass, field, fields
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.errors import GpuwiseError
-from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, per_replica, scale_out, speed_of
+from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, replica_users, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.memory_infer import Serving, on_card, rules_for, serving_part, shortfall_floor
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
-from gpuwise.plan.search import Candidate, Shapes, Targets, configurations, requirement_failures, target_failures
+from gpuwise.plan.search import (
+    Candidate,
+    Shapes,
+    Targets,
+    configurations,
+    remade,
+    requirement_failures,
+    target_failures,
+)
 from gpuwise.units import GiB
 
-__all__ = ["Order", "SortKey", "search"]
+__all__ = ["Order", "SharedMemory", "SortKey", "search"]
 
 SortKey = Callable[[Candidate], tuple[float, ...]]
 Config = tuple[Workload, Deployment, int, int]  # (workload, one replica's deployment, replicas, nodes)
@@ -102,7 +110,7 @@ class _Request:
         key = (id(w), replicas)
         found = self.replica.get(key)
         if found is None:
-            one = per_replica(w, replicas)
+            one = remade(w, concurrency=replica_users(w, replicas)) if replicas > 1 else w  # as api.per_replica
             found = self.replica[key] = self.same.setdefault(one, one)
         return found
 
@@ -184,6 +192,25 @@ class _Request:
             return c
         return Candidate(w1, d, mem, speed, c.cost, tuple(unmet), replicas=replicas, users=w.concurrency,
                          nodes=nodes)
+
+
+class SharedMemory:
+    """A memory estimate (fit.MemoryFn) for many calls of one plan: serving shares the card-free
+    part between calls with the same model and workload objects and settings, as the fixes the
+    plan's reasons try on each card that fits nothing do (fit.py makes each changed workload once
+    per value). The objects keyed by identity are kept alive beside their part."""
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[object, ...], tuple[ModelArch, Workload, Serving]] = {}
+
+    def __call__(self, model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
+        if w.is_training:
+            return estimate_memory(model, w, d)
+        key = (id(model), id(w), *(getattr(d, f) for f in _SETTINGS))
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = (model, w, serving_part(model, w, d))
+        return on_card(model, w, d, found[2])
 
 
 def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:

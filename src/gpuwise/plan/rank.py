@@ -11,11 +11,11 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.estimate.api import CostOptions, estimate_memory
 from gpuwise.estimate.cost import job_cost
-from gpuwise.estimate.fit import suggest_fixes
+from gpuwise.estimate.fit import MemoryFn, suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
-from gpuwise.plan.fast import Order, SortKey, search
+from gpuwise.plan.fast import Order, SharedMemory, SortKey, search
 from gpuwise.plan.search import Candidate, Targets, candidates, precisions
 from gpuwise.units import GiB
 
@@ -293,8 +293,9 @@ def _row(c: Candidate, reasons: list[Text]) -> WhyNot:
 
 
 def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective,
-            model: ModelArch | None = None) -> WhyNot:
-    """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first)."""
+            model: ModelArch | None = None, memory_fn: MemoryFn = estimate_memory) -> WhyNot:
+    """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first);
+    `memory_fn` estimates the fixes it tries."""
     passing = [c for c in tried if c.ok]
     if passing:
         return _row(passing[0], [_versus(passing[0], winner, obj)] if winner else
@@ -311,7 +312,7 @@ def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: O
     closest = min(tried, key=lambda c: c.memory.breakdown.required - c.memory.usable)
     short = (closest.memory.breakdown.required - closest.memory.usable) / GiB
     n = closest.gpus_total
-    fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, estimate_memory,
+    fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, memory_fn,
                           limit=2) if model is not None else ()
     return _row(closest, [Text(f"does not fit even on {n} GPU(s) at {closest.workload.weights}: "
                                f"short by {short:,.1f} GiB per GPU",
@@ -388,7 +389,8 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     ranked_ids = {id(c) for c in rankable}  # by identity: a candidate's == compares its whole estimate
     unpriced_ids = {c.deployment.card.id for c in heads if id(c) not in ranked_ids}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
-    rejected += [why_not(card, by_card[card.id], winner, obj, model) for card in searched
+    memory_fn = SharedMemory()  # the fixes tried on each card that fits nothing share their parts
+    rejected += [why_not(card, by_card[card.id], winner, obj, model, memory_fn) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
     unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
     reasons = [deciding_reason(c, obj, i, t, winner, by_card[c.deployment.card.id], key)

@@ -158,6 +158,22 @@ _DEPLOYMENTS: dict[tuple[object, ...], tuple[Card, Deployment]] = {}
 _DEPLOYMENTS_MAX = 8192
 
 
+# Workloads made from another by a change, by value: requests that share a workload (a server
+# answers many alike) share its variants too. Cleared when full, like the deployments.
+_WORKLOADS: dict[tuple[object, ...], Workload] = {}
+
+
+def remade(w: Workload, **change: Any) -> Workload:
+    """`dataclasses.replace(w, **change)`, made once per value."""
+    key = (w, *change.items())
+    found = _WORKLOADS.get(key)
+    if found is None:
+        if len(_WORKLOADS) >= _DEPLOYMENTS_MAX:
+            _WORKLOADS.clear()
+        found = _WORKLOADS[key] = dataclasses.replace(w, **change)
+    return found
+
+
 class Shapes:
     """The workloads and deployments of one request, each made once: `dataclasses.replace` and the
     constructors validate every field, which costs more than the estimate's own arithmetic."""
@@ -169,7 +185,7 @@ class Shapes:
         key = (id(w), *change.items())
         found = self._made.get(key)
         if found is None:
-            found = self._made[key] = dataclasses.replace(w, **change)
+            found = self._made[key] = remade(w, **change)
         return found
 
     @staticmethod
