@@ -106,6 +106,13 @@ def _convert(text: str, kind: Kind) -> Any:
 
 def estimate_json_fast(args: Sequence[str]) -> int | None:
     """Print the estimate's JSON and return the exit code, or None when Typer must run instead."""
+    from gpuwise.codecache import compiled_dataclasses
+
+    with compiled_dataclasses():  # the imports below define some 50 dataclasses
+        return _estimate_json(args)
+
+
+def _estimate_json(args: Sequence[str]) -> int | None:
     fields = parse(args)
     if fields is None:
         return None
