@@ -344,3 +344,25 @@ def test_weight_only_marlin_decodes_at_its_plateau_once_compute_bound() -> None:
     assert gemm("fp8", 256) / gemm("bf16", 256) == pytest.approx(0.85 / share, rel=0.02)  # ampere-dc gemm 0.85
     # an H100 has FP8 tensor cores: the FP8 checkpoint runs W8A8, faster than bf16 at a large batch
     assert gemm("fp8", 256, "h100-sxm") < gemm("bf16", 256, "h100-sxm")
+
+
+@settings(max_examples=25, deadline=None)
+@given(requests=st.integers(1, 400), concurrency=st.integers(1, 300), context=st.integers(64, 8192),
+       engine=st.sampled_from(["vllm", "sglang", "trtllm"]), version=st.sampled_from(["0.5.4", "0.6.4", "0.11"]),
+       weights=st.sampled_from(["auto", "fp8", "int4"]), card=st.sampled_from(["a100-80gb-sxm", "h100-sxm"]))
+def test_a_finite_run_is_finite_and_positive(requests: int, concurrency: int, context: int, engine: str,
+                                             version: str, weights: str, card: str) -> None:
+    """N prompts at once, any engine, version, format and card: the run lasts a positive, finite time,
+    its median gap is positive and at most the run, and its throughput is its tokens over that time."""
+    from hypothesis import assume
+
+    assume(not (weights == "fp8" and card.startswith("a100") and engine != "vllm"))  # refused: no FP8 there
+    kw: dict[str, object] = {"model": "llama-3.1-8b", "card": card, "context": context, "weights": weights,
+                             "output_tokens": max(1, context // 3), "concurrency": concurrency,
+                             "engine": engine, "requests": requests}
+    if engine == "vllm":
+        kw["engine_version"] = version
+    s = _speed(**kw)
+    assert math.isfinite(s["run_seconds"]) and s["run_seconds"] > 0
+    assert 0 < s["tpot_s"] <= s["run_seconds"]
+    assert math.isfinite(s["throughput_tokens_per_s"]) and s["throughput_tokens_per_s"] > 0
