@@ -303,20 +303,29 @@ def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
 def shortfall_floor(part: Serving, d: Deployment) -> float:
     """The least `required - usable` can come to on d's card (`part` made for d's settings), for
     a search to set aside what cannot fit before estimating it: every line but the activations is
-    known without the card, and the activations are never negative; the budget is at most the
-    card (times --gpu-memory-utilization where the pool is a fraction of the total). -inf where
-    no such floor holds (weights offloaded to fit, TRT-LLM's budget after its profile). Less a
-    millionth for rounding. tests/test_plan_floor.py holds the estimate to it."""
+    known without the card, and the activations are never negative; the budget is at most
+    `budget_cap`. -inf where no cap holds. tests/test_plan_floor.py holds the estimate to it."""
+    cap = budget_cap(part.rules, d)
+    return -math.inf if cap is None else floor_of(part.least, cap)
+
+
+def budget_cap(rules: EngineRules, d: Deployment) -> float | None:
+    """The most the engine's budget (`usable`) can be on d's card: the card, times
+    --gpu-memory-utilization where the pool is a fraction of the total. None where weights are
+    offloaded to fit or the budget follows a profile (TRT-LLM's free fraction)."""
     if d.offload != "none":
-        return -math.inf
-    card = d.card.usable_bytes
-    if part.rules.pool == "total_fraction":
-        cap = card * d.gpu_memory_utilization
-    elif part.rules.pool in ("static_fraction", "grow"):
-        cap = card
-    else:
-        return -math.inf
-    return part.least - cap - 1e-6 * (part.least + cap)
+        return None
+    if rules.pool == "total_fraction":
+        return d.card.usable_bytes * d.gpu_memory_utilization
+    if rules.pool in ("static_fraction", "grow"):
+        return float(d.card.usable_bytes)
+    return None
+
+
+def floor_of(least: float, cap: float) -> float:
+    """`least` bytes against a budget of at most `cap`: short by at least this, less a millionth
+    for rounding."""
+    return least - cap - 1e-6 * (least + cap)
 
 
 def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:

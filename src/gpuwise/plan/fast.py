@@ -17,7 +17,7 @@ less time:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
 from gpuwise.catalog.arch import ModelArch
@@ -30,11 +30,13 @@ from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import (
     Candidate,
+    Engine,
     Shapes,
     Targets,
     configurations,
     remade,
     requirement_failures,
+    serving_grid,
     target_failures,
 )
 from gpuwise.units import GiB
@@ -245,41 +247,21 @@ def _settle(req: _Request, tried: list[tuple[int, Candidate]],
         best = min(best, _short(found))
 
 
-def _card(req: _Request, configs: list[Config], order: Order,
-          card: Card) -> tuple[list[tuple[int, Candidate]], int]:
-    """The card's estimated configurations with their place in the search's order, and how many
-    configurations it has that `check_valid` accepts (less those an estimate refused).
+Head = tuple[float, ...]
+Member = tuple[int, Config]  # a configuration and its place in the card's search order
 
-    One pass sorts each configuration `check_valid` accepts (the search yields runs of one
-    workload and deployment over the replica counts: the last answer is reused by identity) into
-    a group by its known prefix. A group's configurations whose memory cannot fit (floor above 0)
-    are put `aside`, the rest estimated."""
-    prefix = order.prefix
-    groups: dict[tuple[float, ...], list[tuple[int, Config]]] = {}
-    heads: dict[int, tuple[float, ...]] = {}  # by GPU count
-    last_w: Workload | None = None
-    last_d: Deployment | None = None
-    valid, accepted = False, 0
-    for i, c in enumerate(configs):
-        w, d = c[0], c[1]
-        if w is not last_w or d is not last_d:
-            last_w, last_d = w, d
-            valid = req.is_valid(w, d)
-        if not valid:
-            continue
-        accepted += 1
-        head: tuple[float, ...] = ()
-        if prefix is not None:
-            gpus = d.gpus * d.nodes * c[2]
-            found = heads.get(gpus)
-            head = heads[gpus] = prefix(card, gpus) if found is None else found
-        groups.setdefault(head, []).append((i, c))
+
+def _visit(req: _Request, order: Order, groups: list[tuple[Head, Iterable[Member]]],
+           accepted: int) -> tuple[list[tuple[int, Candidate]], int]:
+    """Estimate the groups of one card best prefix first (`groups` sorted), up to the first that
+    holds a passing final candidate. A configuration whose memory cannot fit (floor above 0) is
+    put aside unestimated (`_settle`); one an estimate refuses is left out and uncounted."""
     tried: list[tuple[int, Candidate]] = []
     aside: list[tuple[float, int, Config]] = []
-    pruning = prefix is not None
-    for head in sorted(groups):
+    pruning = order.prefix is not None
+    for head, members in groups:
         group: list[tuple[int, Candidate]] = []
-        for i, c in groups[head]:
+        for i, c in members:
             try:
                 floor = req.floor(c[0], c[1], c[2])
                 if floor > 0:
@@ -297,22 +279,90 @@ def _card(req: _Request, configs: list[Config], order: Order,
     return tried, accepted
 
 
+def _card(req: _Request, configs: list[Config], order: Order,
+          card: Card) -> tuple[list[tuple[int, Candidate]], int]:
+    """The card's estimated configurations with their place in the search's order, and how many
+    configurations it has that `check_valid` accepts (less those an estimate refused).
+
+    One pass sorts each configuration `check_valid` accepts (the search yields runs of one
+    workload and deployment: the last answer is reused by identity) into a group by its known
+    prefix; `_visit` estimates the groups."""
+    prefix = order.prefix
+    groups: dict[Head, list[Member]] = {}
+    heads: dict[int, Head] = {}  # by GPU count
+    last_w: Workload | None = None
+    last_d: Deployment | None = None
+    valid, accepted = False, 0
+    for i, c in enumerate(configs):
+        w, d = c[0], c[1]
+        if w is not last_w or d is not last_d:
+            last_w, last_d = w, d
+            valid = req.is_valid(w, d)
+        if not valid:
+            continue
+        accepted += 1
+        head: Head = ()
+        if prefix is not None:
+            gpus = d.gpus * d.nodes * c[2]
+            found = heads.get(gpus)
+            head = heads[gpus] = prefix(card, gpus) if found is None else found
+        groups.setdefault(head, []).append((i, c))
+    return _visit(req, order, sorted(groups.items()), accepted)
+
+
+def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order: Order,
+          card: Card) -> tuple[list[tuple[int, Candidate]], int]:
+    """`_card` for serving's grid (`search.serving_grid`): configuration i is workload i // S with
+    engine layout i % S. The prefix is worked out per layout and `check_valid` per workload and
+    deployment, so a configuration is visited only when its group is."""
+    prefix, size = order.prefix, len(serving)
+    layouts: dict[Head, list[int]] = {}
+    heads: dict[int, Head] = {}  # by GPU count
+    uses: dict[int, int] = {}  # layouts per deployment
+    for j, (d, replicas, _) in enumerate(serving):
+        head: Head = ()
+        if prefix is not None:
+            gpus = d.gpus * d.nodes * replicas
+            found = heads.get(gpus)
+            head = heads[gpus] = prefix(card, gpus) if found is None else found
+        layouts.setdefault(head, []).append(j)
+        uses[id(d)] = uses.get(id(d), 0) + 1
+    deployments = {id(d): d for d, _, _ in serving}
+    valid = [{k: req.is_valid(w, d) for k, d in deployments.items()} for w in workloads]
+    accepted = sum(n for ok in valid for k, n in uses.items() if ok[k])
+
+    def members(js: list[int]) -> Iterator[Member]:
+        for k, w in enumerate(workloads):
+            ok = valid[k]
+            for j in js:
+                d, replicas, nodes = serving[j]
+                if ok[id(d)]:
+                    yield k * size + j, (w, d, replicas, nodes)
+    return _visit(req, order, [(head, members(js)) for head, js in sorted(layouts.items())], accepted)
+
+
 def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
            order: Order) -> tuple[dict[str, list[Candidate]], int, tuple[int, int]]:
     """Each card's configurations best first (those that cannot rank first on the card may be left
-    out when the order has a prefix), how many configurations the search covered, and how many
-    memory and speed estimates it ran for them."""
+    out when the order has a prefix, and those that fit nothing unless a reason names them), how
+    many configurations the search covered, and how many memory and speed estimates it ran."""
     req = _Request(model, t, opts, w.is_training)
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
     offset: dict[str, int] = {}  # a card named twice: one list, its second configurations after the first's
     evaluated = 0
     for card in cards:
-        configs = list(configurations(model, w, card, t, shapes))
-        tried, n = _card(req, configs, order, card)
+        if w.is_training:
+            configs = list(configurations(model, w, card, t, shapes))
+            tried, n = _card(req, configs, order, card)
+            size = len(configs)
+        else:
+            workloads, serving = serving_grid(model, w, card, t, shapes)
+            tried, n = _grid(req, workloads, serving, order, card)
+            size = len(workloads) * len(serving)
         at = offset.get(card.id, 0)
         found.setdefault(card.id, []).extend((at + i, c) for i, c in tried)
-        offset[card.id] = at + len(configs)
+        offset[card.id] = at + size
         evaluated += n
     return {cid: _order(tried, order.key) for cid, tried in found.items()}, evaluated, \
         (len(req.memory), len(req.speed))

@@ -318,19 +318,31 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
     return dataclasses.replace(c, unmet=tuple(requirement_failures(c, t) + target_failures(c, t)))
 
 
+Engine = tuple[Deployment, int, int]  # one replica's deployment, replicas, nodes
+
+
+def serving_grid(model: ModelArch, w: Workload, card: Card, t: Targets,
+                 shapes: Shapes) -> tuple[list[Workload], list[Engine]]:
+    """Serving's configurations on `card` as a grid: each precision's workload with each engine
+    layout, workload by workload (the order `configurations` yields them in)."""
+    # the engines and replica counts depend on the users, not on the precision: listed once
+    serving = list(_serving(model, w, card, t, shapes))
+    return [shapes.workload(w, weights=fmt, grad_ckpt=w.grad_ckpt) for fmt in precisions(model, w, t)], serving
+
+
 def configurations(
     model: ModelArch, w: Workload, card: Card, t: Targets, shapes: Shapes
 ) -> Iterator[tuple[Workload, Deployment, int, int]]:
     """Every (workload, deployment, replicas, nodes) the search tries on `card`, in its order."""
-    # the engines and replica counts depend on the users, not on the precision: listed once
-    serving = [] if w.is_training else list(_serving(model, w, card, t, shapes))
+    if not w.is_training:
+        workloads, serving = serving_grid(model, w, card, t, shapes)
+        for w2 in workloads:
+            for d, replicas, nodes in serving:
+                yield w2, d, replicas, nodes
+        return
     for fmt in precisions(model, w, t):
-        for ckpt in (t.grad_ckpt_options if w.is_training else (w.grad_ckpt,)):
+        for ckpt in t.grad_ckpt_options:
             w2 = shapes.workload(w, weights=fmt, grad_ckpt=ckpt)
-            if not w.is_training:
-                for d, replicas, nodes in serving:
-                    yield w2, d, replicas, nodes
-                continue
             for d in _training(w2, card, t, shapes):
                 dp = d.gpus * d.nodes // ((d.tp or 1) * d.pp)
                 for micro, accum in batch_splits(w2, dp, t):
