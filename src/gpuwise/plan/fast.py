@@ -17,7 +17,7 @@ less time:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from gpuwise.catalog.arch import ModelArch
@@ -25,7 +25,14 @@ from gpuwise.catalog.cards import Card
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, replica_users, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.memory_infer import Serving, on_card, rules_for, serving_part, shortfall_floor
+from gpuwise.estimate.memory_infer import (
+    Serving,
+    budget_cap,
+    floor_of,
+    on_card,
+    rules_for,
+    serving_part,
+)
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import (
@@ -73,6 +80,9 @@ class Order:
 _SETTINGS = tuple(f.name for f in fields(Deployment) if f.name != "card")
 
 
+Head = tuple[float, ...]
+
+
 @dataclass
 class _Request:
     """One request's memo: keys are the ids of the request's own workloads and deployments, which
@@ -90,6 +100,7 @@ class _Request:
     tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
     settings: dict[int, int] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
+    leasts: dict[tuple[int, int, int], float] = field(default_factory=dict)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
@@ -152,23 +163,17 @@ class _Request:
             raise part
         return part
 
+    def least(self, w: Workload, replicas: int, d: Deployment, token: int) -> float:
+        """The least bytes (`Serving.least`) of w's engine at `replicas` with d's settings (`token`,
+        from `setting`), kept in `leasts` by (workload, replicas, settings) for every card."""
+        found = self.leasts[id(w), replicas, token] = self.part(self.per_replica(w, replicas), d).least
+        return found
+
     def estimate_memory(self, w: Workload, d: Deployment) -> MemoryResult:
         """As `estimate_memory`, serving from the shared card-free part."""
         if self.training:
             return estimate_memory(self.model, w, d)
         return on_card(self.model, w, d, self.part(w, d))
-
-    def floor(self, w: Workload, d: Deployment, replicas: int) -> float:
-        """The least the configuration's memory can be short of its card (`shortfall_floor`);
-        -inf where none is known (training). Raises what its estimate would raise."""
-        if self.training:
-            return -math.inf
-        w1 = self.replica.get((id(w), replicas)) or self.per_replica(w, replicas)
-        token = self.settings.get(id(d))
-        part = self.parts.get((id(w1), self.setting(d) if token is None else token))
-        if part is None or isinstance(part, GpuwiseError):
-            part = self.part(w1, d)  # made now, or raised again
-        return shortfall_floor(part, d)
 
     def evaluate(self, config: Config) -> Candidate:
         """As `search.evaluate`, from the memo."""
@@ -226,63 +231,63 @@ def _short(c: Candidate) -> float:
     return c.memory.breakdown.required - c.memory.usable  # as rank.why_not measures the closest
 
 
-def _settle(req: _Request, tried: list[tuple[int, Candidate]],
-            aside: list[tuple[float, int, Config]]) -> None:
-    """Estimate what was set aside where the plan's reasons read it. A card with something that
-    fits and nothing that passes names the formats that fit among all it tried: every one is
-    estimated. A card where nothing fits names its closest attempt (the least short, the first
-    of equals in the search's order): those set aside are estimated least floor first while
-    their floor could still tie or beat the closest so far; the rest are short by more."""
+def _settle(req: _Request, tried: list[tuple[int, Candidate]], aside: list[tuple[float, int]],
+            config: Callable[[int], Config]) -> None:
+    """Estimate what was set aside (floor, place) where the plan's reasons read it. A card with
+    something that fits and nothing that passes names the formats that fit among all it tried:
+    every one is estimated. A card where nothing fits names its closest attempt (the least short,
+    the first of equals in the search's order): those set aside are estimated least floor first
+    while their floor could still tie or beat the closest so far; the rest are short by more."""
     if any(c.ok for _, c in tried):
         return
     if any(c.fits for _, c in tried):
-        tried += [(i, req.evaluate(c)) for _, i, c in aside]
+        tried += [(i, req.evaluate(config(i))) for _, i in aside]
         return
     best = min((_short(c) for _, c in tried), default=math.inf)
-    for floor, i, c in sorted(aside, key=lambda fic: fic[:2]):
+    for floor, i in sorted(aside):
         if floor > best:
             break
-        found = req.evaluate(c)
+        found = req.evaluate(config(i))
         tried.append((i, found))
         best = min(best, _short(found))
 
 
-Head = tuple[float, ...]
+def _prune(order: Order, head: Head, group: list[tuple[int, Candidate]]) -> tuple[bool, bool]:
+    """Whether the group's candidates keep the prefix's prediction, and whether one of them is
+    final (no later group can beat it on the card)."""
+    kept = not any(x.fits and order.known(order.key(x)) != head for _, x in group)
+    return kept, kept and any(x.ok and order.final(x) for _, x in group)
+
+
 Member = tuple[int, Config]  # a configuration and its place in the card's search order
 
 
-def _visit(req: _Request, order: Order, groups: list[tuple[Head, Iterable[Member]]],
+def _visit(req: _Request, order: Order, groups: list[tuple[Head, list[Member]]],
            accepted: int) -> tuple[list[tuple[int, Candidate]], int]:
     """Estimate the groups of one card best prefix first (`groups` sorted), up to the first that
-    holds a passing final candidate. A configuration whose memory cannot fit (floor above 0) is
-    put aside unestimated (`_settle`); one an estimate refuses is left out and uncounted."""
+    holds a passing final candidate; one an estimate refuses is left out and uncounted. (Training:
+    its memory has no floor to set configurations aside with.)"""
     tried: list[tuple[int, Candidate]] = []
-    aside: list[tuple[float, int, Config]] = []
     pruning = order.prefix is not None
     for head, members in groups:
         group: list[tuple[int, Candidate]] = []
         for i, c in members:
             try:
-                floor = req.floor(c[0], c[1], c[2])
-                if floor > 0:
-                    aside.append((floor, i, c))
-                else:
-                    group.append((i, req.evaluate(c)))
+                group.append((i, req.evaluate(c)))
             except GpuwiseError:
                 accepted -= 1  # refused by its estimate, as the exhaustive search leaves it out
         tried += group
-        if pruning and any(x.fits and order.known(order.key(x)) != head for _, x in group):
-            pruning = False  # the prediction failed: estimate everything on this card
-        if pruning and any(x.ok and order.final(x) for _, x in group):
-            break
-    _settle(req, tried, aside)
+        if pruning:
+            pruning, final = _prune(order, head, group)  # a failed prediction: estimate everything
+            if final:
+                break
     return tried, accepted
 
 
 def _card(req: _Request, configs: list[Config], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
-    """The card's estimated configurations with their place in the search's order, and how many
-    configurations it has that `check_valid` accepts (less those an estimate refused).
+    """The card's estimated configurations (training's) with their place in the search's order,
+    and how many configurations it has that `check_valid` accepts (less those an estimate refused).
 
     One pass sorts each configuration `check_valid` accepts (the search yields runs of one
     workload and deployment: the last answer is reused by identity) into a group by its known
@@ -313,12 +318,12 @@ def _card(req: _Request, configs: list[Config], order: Order,
 def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """`_card` for serving's grid (`search.serving_grid`): configuration i is workload i // S with
-    engine layout i % S. The prefix is worked out per layout and `check_valid` per workload and
-    deployment, so a configuration is visited only when its group is."""
+    engine layout i % S. The prefix is worked out per layout, `check_valid` and the budget cap
+    per workload and deployment, and a configuration is visited only with its group: its floor
+    from the least bytes the request found for its workload, replicas and settings."""
     prefix, size = order.prefix, len(serving)
     layouts: dict[Head, list[int]] = {}
     heads: dict[int, Head] = {}  # by GPU count
-    uses: dict[int, int] = {}  # layouts per deployment
     for j, (d, replicas, _) in enumerate(serving):
         head: Head = ()
         if prefix is not None:
@@ -326,19 +331,48 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
             found = heads.get(gpus)
             head = heads[gpus] = prefix(card, gpus) if found is None else found
         layouts.setdefault(head, []).append(j)
-        uses[id(d)] = uses.get(id(d), 0) + 1
-    deployments = {id(d): d for d, _, _ in serving}
-    valid = [{k: req.is_valid(w, d) for k, d in deployments.items()} for w in workloads]
-    accepted = sum(n for ok in valid for k, n in uses.items() if ok[k])
-
-    def members(js: list[int]) -> Iterator[Member]:
+    per_d: dict[int, tuple[list[bool], float | None, int]] = {}
+    accepted = 0
+    for d, _, _ in serving:
+        known = per_d.get(id(d))
+        if known is None:
+            known = per_d[id(d)] = ([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d),
+                                    req.setting(d))
+        accepted += sum(known[0])
+    leasts, least_of = req.leasts, req.least
+    tried: list[tuple[int, Candidate]] = []
+    aside: list[tuple[float, int]] = []
+    pruning = prefix is not None
+    for head, js in sorted(layouts.items()):
+        group: list[tuple[int, Candidate]] = []
         for k, w in enumerate(workloads):
-            ok = valid[k]
+            wid = id(w)
             for j in js:
                 d, replicas, nodes = serving[j]
-                if ok[id(d)]:
-                    yield k * size + j, (w, d, replicas, nodes)
-    return _visit(req, order, [(head, members(js)) for head, js in sorted(layouts.items())], accepted)
+                valid, cap, token = per_d[id(d)]
+                if not valid[k]:
+                    continue
+                try:
+                    least = leasts.get((wid, replicas, token))
+                    if least is None:
+                        least = least_of(w, replicas, d, token)
+                    floor = -math.inf if cap is None else floor_of(least, cap)
+                    if floor > 0:
+                        aside.append((floor, k * size + j))
+                    else:
+                        group.append((k * size + j, req.evaluate((w, d, replicas, nodes))))
+                except GpuwiseError:
+                    accepted -= 1  # refused by its estimate, as the exhaustive search leaves it out
+        tried += group
+        if pruning:
+            pruning, final = _prune(order, head, group)  # a failed prediction: estimate everything
+            if final:
+                break
+
+    def config(i: int) -> Config:
+        return (workloads[i // size], *serving[i % size])
+    _settle(req, tried, aside, config)
+    return tried, accepted
 
 
 def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: CostOptions,
