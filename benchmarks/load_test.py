@@ -1,6 +1,7 @@
 """Load test of `gpuwise serve`: N concurrent clients sending distinct plan requests, on loopback.
 
-    python -m benchmarks.load_test                   # 200 clients, 30 s, every request distinct
+    python -m benchmarks.load_test                   # 200 clients, 30 s, every request distinct, 2 cores
+    python -m benchmarks.load_test --cores 0         # ... on every core this machine allows
     python -m benchmarks.load_test --json            # the same figures as JSON
     python -m benchmarks.load_test --server-args "--workers 1"
     python -m benchmarks.load_test --url http://127.0.0.1:8000   # a server already running
@@ -430,6 +431,13 @@ def print_report(r: dict[str, Any]) -> None:
           f"{'held' if t['estimates_held'] else 'NOT held'}")
 
 
+def use_cores(n: int) -> None:
+    """Keep this process, and so the server and the client processes it starts, on its first `n`
+    allowed cores (Linux affinity, inherited): the server's one worker per core follows."""
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, allowed[:n])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", help="a server already running on loopback (default: start one)")
@@ -440,6 +448,9 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1, help="client processes (one event loop each)")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="added to every plan request, e.g. cards=H100-SXM to time plans over fewer cards")
+    ap.add_argument("--cores", type=int, default=2,
+                    help="CPU cores the server it starts and the clients share (default 2, as issue 15 "
+                         "asks; 0: every core this process may use)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if any("=" not in p for p in a.param):
@@ -447,6 +458,10 @@ def main() -> int:
     extra = tuple((k, v) for k, _, v in (p.partition("=") for p in a.param))
     if not (1 <= a.clients <= 2000 and 0 < a.duration <= 600 and 1 <= a.procs <= 16 and a.max_requests >= 1):
         ap.error("--clients must be 1-2000, --duration 0-600 s, --procs 1-16, --max-requests at least 1")
+    if a.cores < 0:
+        ap.error("--cores must be 0 (all) or more")
+    if a.cores and not a.url:
+        use_cores(a.cores)
     with ExitStack() as stack:
         pid: int | None = None
         if a.url:
