@@ -69,8 +69,23 @@ def _link(card: Card, gpus: int) -> tuple[float, float]:
         return card.interconnect_bw_gbps / 2 * links["nvlink_busbw_fraction"] * GB, links["nvlink_latency_s"]
     pcie = _pcie_rate(card)
     if card.pcie_p2p is False:
-        return pcie * links["no_p2p_factor"], links["no_p2p_latency_s"]
+        return _host_bounce(card, gpus)
     return pcie, links["pcie_latency_s"]
+
+
+def _host_bounce(card: Card, gpus: int) -> tuple[float, float]:
+    """Bus bandwidth and latency of NCCL's SHM transport (no peer-to-peer): the smaller of the
+    link with both directions busy and the host memory every byte is written into and read out of
+    by each of the `gpus` ranks (efficiency.toml [links] no_p2p_*)."""
+    links = efficiency_table()["links"]
+    one_way = links["pcie_x16_gbps"].get(str(card.pcie_gen or 4), 31.5) * (card.pcie_lanes or 16) / 16
+    link = one_way * float(links["no_p2p_busbw_fraction"]) * GB
+    host = efficiency_table()["host_memory"]
+    memory = host_memory_bandwidth(card) if gpus <= int(links["no_p2p_desktop_max_gpus"]) else \
+        float(host["presets_gbps"][links["no_p2p_multi_gpu_host"]]) * float(host["achievable_fraction"]) * GB
+    n = max(2, gpus)
+    latency = float(links["no_p2p_latency_s"]) + float(links["no_p2p_latency_per_gpu_s"]) * n
+    return min(link, memory / (float(links["no_p2p_host_crossings"]) * n)), latency
 
 
 def link_path(card: Card, gpus: int) -> str:
