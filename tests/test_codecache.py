@@ -63,29 +63,29 @@ def _behaviour(point: type[Any], box: type[Any]) -> list[Any]:
 
 def test_classes_built_from_the_cache_behave_as_plain_dataclasses(own_cache: Path) -> None:
     plain = _behaviour(*_classes())
-    with compiled_dataclasses():  # compiles and stores
+    with compiled_dataclasses("test"):  # compiles and stores
         filled = _behaviour(*_classes())
     stored = list(own_cache.glob("dataclass-code-*.marshal"))
     assert len(stored) == 1
-    with compiled_dataclasses():  # served from the file
+    with compiled_dataclasses("test"):  # served from the file
         served = _behaviour(*_classes())
     assert plain == filled == served
     assert served[8] == {"x": "int", "y": "float", "tags": "tuple[str, ...]", "return": None}  # not '_return_type'
 
 
 def test_a_block_that_finds_everything_cached_does_not_rewrite_the_file(own_cache: Path) -> None:
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         _classes()
     (entry,) = own_cache.glob("dataclass-code-*.marshal")
     os.utime(entry, ns=(1, 1))
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         _classes()
     assert entry.stat().st_mtime_ns == 1
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "empty", "not-a-table"])
 def test_a_damaged_cache_file_is_ignored_and_rewritten(own_cache: Path, damage: str) -> None:
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         _classes()
     (entry,) = own_cache.glob("dataclass-code-*.marshal")
     blob = entry.read_bytes()
@@ -105,17 +105,17 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(own_cache: Path, damage: 
 
         body = marshal.dumps({"def f(): pass": "not code", 3: None})
         entry.write_bytes(codecache._HEADER + zlib.crc32(body).to_bytes(4, "little") + body)
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         rebuilt = _behaviour(*_classes())
     assert rebuilt == _behaviour(*_classes())
     assert entry.read_bytes() != b""  # stored again, readable next time
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         assert _behaviour(*_classes()) == rebuilt
 
 
 def test_the_cache_is_off_with_gpuwise_no_cache(own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUWISE_NO_CACHE", "1")
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         assert "exec" not in vars(dataclasses)
         _classes()
     assert not own_cache.exists()
@@ -125,14 +125,14 @@ def test_an_unwritable_cache_folder_only_costs_speed(tmp_path: Path, monkeypatch
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would go")
     monkeypatch.setenv("GPUWISE_CACHE_DIR", str(blocker / "cache"))
-    with compiled_dataclasses():
+    with compiled_dataclasses("test"):
         assert _behaviour(*_classes()) == _behaviour(*_classes())
 
 
 def test_dataclasses_is_left_as_it_was_even_when_the_block_raises() -> None:
-    with pytest.raises(RuntimeError), compiled_dataclasses():
+    with pytest.raises(RuntimeError), compiled_dataclasses("test"):
         assert "exec" in vars(dataclasses)
-        with compiled_dataclasses():  # nested: the outer block stays in charge
+        with compiled_dataclasses("test"):  # nested: the outer block stays in charge
             assert "exec" in vars(dataclasses)
         assert "exec" in vars(dataclasses)
         raise RuntimeError("boom")

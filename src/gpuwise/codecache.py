@@ -48,8 +48,8 @@ _HEADER = f"gpuwise-code:{_FORMAT}:{sys.implementation.cache_tag}:{marshal.versi
 _MAX_ENTRIES = 4000  # past this, keep only what the last run used (old classes' texts pile up otherwise)
 
 
-def _path() -> Path:
-    return cache_dir() / f"dataclass-code-{sys.implementation.cache_tag}.marshal"
+def _path(scope: str) -> Path:
+    return cache_dir() / f"dataclass-code-{scope}-{sys.implementation.cache_tag}.marshal"
 
 
 def _read(path: Path) -> dict[str, CodeType]:
@@ -88,10 +88,14 @@ class compiled_dataclasses:
     """Dataclasses defined inside this block (by the imports it runs) get their methods from the
     cache; on leaving, newly compiled texts are stored. An inner block inside an active one is a no-op.
 
+    `scope` names the file: a command that imports torch or Rich should not make the file that a
+    cold `estimate --json` reads (all of it, each run) several times larger.
+
     A class, not contextlib.contextmanager: importing contextlib would cost more than some of the
     classes it serves."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope: str) -> None:
+        self._scope = scope
         self._table: dict[str, CodeType] = {}
         self._used: dict[str, CodeType] = {}
         self._new = False
@@ -102,7 +106,7 @@ class compiled_dataclasses:
             return
         if not _MAGIC or sys.implementation.cache_tag is None:  # no bytecode version to key the file by
             return
-        self._table = _read(_path())
+        self._table = _read(_path(self._scope))
         vars(dataclasses)["exec"] = self._exec  # found before builtins.exec by _create_fn
         self._active = True
 
@@ -112,9 +116,9 @@ class compiled_dataclasses:
         self._active = False
         if vars(dataclasses).get("exec") == self._exec:
             del vars(dataclasses)["exec"]
-        if self._new and exc[0] is None:
+        if self._new:  # on an exception too (SystemExit ends every command): what was compiled is sound
             merged = {**self._table, **self._used}
-            _write(_path(), merged if len(merged) <= _MAX_ENTRIES else self._used)
+            _write(_path(self._scope), merged if len(merged) <= _MAX_ENTRIES else self._used)
 
     def _exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """builtins.exec, with a text's compiled code taken from (or added to) the cache."""

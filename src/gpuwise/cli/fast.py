@@ -108,7 +108,7 @@ def estimate_json_fast(args: Sequence[str]) -> int | None:
     """Print the estimate's JSON and return the exit code, or None when Typer must run instead."""
     from gpuwise.codecache import compiled_dataclasses
 
-    with compiled_dataclasses():  # the imports below define some 50 dataclasses
+    with compiled_dataclasses("estimate-json"):  # the imports below define some 50 dataclasses
         return _estimate_json(args)
 
 
