@@ -216,21 +216,26 @@ class Lane:
                                     served=self._served)
         return self._pool
 
-    async def warm(self) -> None:
+    async def warm(self, *, probe: bool = True) -> None:
         """Start every worker process and wait until each has warmed up (catalogs read, caches
-        filled), before the server accepts requests; a thread lane runs its warm-up once."""
+        filled), before the server accepts requests; a thread lane runs its warm-up once. Then
+        time the probe, unless `probe=False` (the caller times it once every lane is warm)."""
         if self.processes:
             await self._start().wait_ready()
         elif self.warm_fn is not None and self._threads is not None:
             await asyncio.wrap_future(self._threads.submit(self.warm_fn))
-        if self.probe is not None:
-            await self._time_probe(*self.probe)
+        if probe:
+            await self.time_probe()
 
-    async def _time_probe(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    async def time_probe(self) -> None:
         """The mean service time measured, not guessed: one representative call on each (idle)
         worker at once, queue-free, timed with its round trip, the second time (the first reads
         the probe's model and fills its caches: 308 ms against 40 ms warm, measured here, and a
         mean 8x too long refuses a burst of clients that would be answered in time)."""
+        if self.probe is None:
+            return
+        fn, args = self.probe
+
         async def timed() -> float:
             began = time.monotonic()
             await self.run(COMPUTE_TIMEOUT_S, fn, *args)
