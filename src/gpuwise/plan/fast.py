@@ -16,6 +16,7 @@ less time:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -79,6 +80,37 @@ class Order:
 # Every setting of a deployment but its card (the card enters a memory estimate only as twin()).
 _SETTINGS = tuple(f.name for f in fields(Deployment) if f.name != "card")
 
+# What the search reads of a deployment, by its identity, as small numbers every request shares:
+# its settings, and its memory twin for serving and for training (`_Request.twin`). Deployments
+# are made once per card and settings (search.Shapes), so few; each is pinned beside its numbers
+# (its identity cannot be reused while the entry lives). Cleared when full; a number is never
+# given twice (a request running across the clearing keeps its meaning).
+_TOKENS: dict[tuple[object, ...], int] = {}
+_NEXT = itertools.count()
+_KNOWN: dict[int, tuple[Deployment, tuple[int, int, int]]] = {}
+
+
+def _token(what: tuple[object, ...]) -> int:
+    found = _TOKENS.get(what)
+    if found is None:
+        found = _TOKENS[what] = next(_NEXT)
+    return found
+
+
+def _known(d: Deployment) -> tuple[int, int, int]:
+    """d's settings, its serving twin and its training twin, as tokens."""
+    found = _KNOWN.get(id(d))
+    if found is None:
+        if len(_KNOWN) >= 8192:
+            _KNOWN.clear()
+            _TOKENS.clear()
+        card, settings = d.card, tuple(getattr(d, f) for f in _SETTINGS)
+        large = rules_for(d).is_large(card.name, card.usable_bytes / GiB)
+        found = _KNOWN[id(d)] = (d, (_token(("settings", *settings)),
+                                     _token(("twin", card.usable_bytes, large, *settings)),
+                                     _token(("twin", card.usable_bytes, False, *settings))))
+    return found[1]
+
 
 Head = tuple[float, ...]
 
@@ -96,9 +128,6 @@ class _Request:
     valid: dict[tuple[int, int], bool] = field(default_factory=dict)
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
-    twins: dict[int, int] = field(default_factory=dict)
-    tokens: dict[tuple[object, ...], int] = field(default_factory=dict)
-    settings: dict[int, int] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
     leasts: dict[tuple[int, int, int], float] = field(default_factory=dict)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
@@ -132,21 +161,11 @@ class _Request:
         its memory and whether the engine gives it large-GPU defaults (memory_infer.py; training
         reads the memory alone). Two cards that agree there get the same estimate: the 4 cards of
         23.64 GiB, the 4 of 79.15 GiB. tests/test_plan_speed_twins.py holds the estimator to it."""
-        token = self.twins.get(id(d))
-        if token is None:
-            card = d.card
-            large = not self.training and rules_for(d).is_large(card.name, card.usable_bytes / GiB)
-            what = (card.usable_bytes, large, *(getattr(d, f) for f in _SETTINGS))
-            token = self.twins[id(d)] = self.tokens.setdefault(what, len(self.tokens))
-        return token  # one small number per twin
+        return _known(d)[2 if self.training else 1]  # one small number per twin
 
     def setting(self, d: Deployment) -> int:
         """Every setting of a deployment but its card, as one small number."""
-        token = self.settings.get(id(d))
-        if token is None:
-            what = ("settings", *(getattr(d, f) for f in _SETTINGS))
-            token = self.settings[id(d)] = self.tokens.setdefault(what, len(self.tokens))
-        return token
+        return _known(d)[0]
 
     def part(self, w: Workload, d: Deployment) -> Serving:
         """The card-free part of a serving memory estimate (`memory_infer.serving_part`), shared
@@ -322,34 +341,31 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
     per workload and deployment, and a configuration is visited only with its group: its floor
     from the least bytes the request found for its workload, replicas and settings."""
     prefix, size = order.prefix, len(serving)
-    layouts: dict[Head, list[int]] = {}
+    per_d: dict[int, tuple[list[bool], float | None, int]] = {}
     heads: dict[int, Head] = {}  # by GPU count
-    for j, (d, replicas, _) in enumerate(serving):
+    layouts: dict[Head, list[tuple[int, Deployment, int, int, list[bool], float | None, int]]] = {}
+    accepted = 0
+    for j, (d, replicas, nodes) in enumerate(serving):
+        known = per_d.get(id(d))
+        if known is None:
+            known = per_d[id(d)] = ([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d),
+                                    req.setting(d))
+        accepted += known[0].count(True)
         head: Head = ()
         if prefix is not None:
             gpus = d.gpus * d.nodes * replicas
             found = heads.get(gpus)
             head = heads[gpus] = prefix(card, gpus) if found is None else found
-        layouts.setdefault(head, []).append(j)
-    per_d: dict[int, tuple[list[bool], float | None, int]] = {}
-    accepted = 0
-    for d, _, _ in serving:
-        known = per_d.get(id(d))
-        if known is None:
-            known = per_d[id(d)] = ([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d),
-                                    req.setting(d))
-        accepted += sum(known[0])
+        layouts.setdefault(head, []).append((j, d, replicas, nodes, *known))
     leasts, least_of = req.leasts, req.least
     tried: list[tuple[int, Candidate]] = []
     aside: list[tuple[float, int]] = []
     pruning = prefix is not None
-    for head, js in sorted(layouts.items()):
+    for head, members in sorted(layouts.items(), key=lambda hm: hm[0]):
         group: list[tuple[int, Candidate]] = []
         for k, w in enumerate(workloads):
-            wid = id(w)
-            for j in js:
-                d, replicas, nodes = serving[j]
-                valid, cap, token = per_d[id(d)]
+            wid, at = id(w), k * size
+            for j, d, replicas, nodes, valid, cap, token in members:
                 if not valid[k]:
                     continue
                 try:
@@ -358,13 +374,13 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
                         least = least_of(w, replicas, d, token)
                     floor = -math.inf if cap is None else floor_of(least, cap)
                     if floor > 0:
-                        aside.append((floor, k * size + j))
+                        aside.append((floor, at + j))
                     else:
-                        group.append((k * size + j, req.evaluate((w, d, replicas, nodes))))
+                        group.append((at + j, req.evaluate((w, d, replicas, nodes))))
                 except GpuwiseError:
                     accepted -= 1  # refused by its estimate, as the exhaustive search leaves it out
         tried += group
-        if pruning:
+        if pruning and group:
             pruning, final = _prune(order, head, group)  # a failed prediction: estimate everything
             if final:
                 break

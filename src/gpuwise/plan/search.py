@@ -321,13 +321,23 @@ def evaluate(model: ModelArch, w: Workload, d: Deployment, t: Targets, opts: Cos
 Engine = tuple[Deployment, int, int]  # one replica's deployment, replicas, nodes
 
 
+# Each card's engine layouts by what they depend on (search.Shapes makes their deployments once),
+# the card pinned beside its identity; cleared when full, like the deployments.
+_LAYOUTS: dict[tuple[object, ...], tuple[Card, list[Engine]]] = {}
+
+
 def serving_grid(model: ModelArch, w: Workload, card: Card, t: Targets,
                  shapes: Shapes) -> tuple[list[Workload], list[Engine]]:
     """Serving's configurations on `card` as a grid: each precision's workload with each engine
-    layout, workload by workload (the order `configurations` yields them in)."""
-    # the engines and replica counts depend on the users, not on the precision: listed once
-    serving = list(_serving(model, w, card, t, shapes))
-    return [shapes.workload(w, weights=fmt, grad_ckpt=w.grad_ckpt) for fmt in precisions(model, w, t)], serving
+    layout, workload by workload (the order `configurations` yields them in). The layouts
+    depend on the users, not on the precision: listed once (and kept for the next request)."""
+    key = (id(card), model.num_heads, w.concurrency, t.allow_offload, t.engine, t.engine_version, t.replicas)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= _DEPLOYMENTS_MAX:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = (card, list(_serving(model, w, card, t, shapes)))
+    return [shapes.workload(w, weights=fmt, grad_ckpt=w.grad_ckpt) for fmt in precisions(model, w, t)], found[1]
 
 
 def configurations(
