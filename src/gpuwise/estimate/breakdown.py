@@ -37,8 +37,13 @@ class MemoryBreakdown:
 
     @property
     def required(self) -> float:
-        """The least the job needs per GPU: the device total where the phases are modelled."""
-        return self.device_total or sum(i.bytes for i in self.items)
+        """The least the job needs per GPU: the device total where the phases are modelled.
+        Worked out once (kept in the instance's __dict__, not a field: equality, `replace` and
+        `asdict` see only the fields); a plan reads it many times per estimate."""
+        found: float | None = self.__dict__.get("_required")
+        if found is None:
+            found = self.__dict__["_required"] = self.device_total or sum(i.bytes for i in self.items)
+        return found
 
     @property
     def total(self) -> float:

@@ -16,6 +16,7 @@ less time:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -204,9 +205,8 @@ class _Request:
         if mem is None:
             mem = self.memory[twin] = self.estimate_memory(w1, d)
         nodes = d.nodes if self.training else nodes
-        c = Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
-        if not c.fits:
-            return c
+        if not mem.fits:
+            return Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
         one = self.speed.get(key)
         if one is None:
             one = self.speed[key] = speed_of(self.model, w1, d, mem, inter_node_gbps=self.opts.inter_node_gbps)
@@ -214,10 +214,7 @@ class _Request:
         c = Candidate(w1, d, mem, speed, cost_of(d, speed, self.opts, replicas), replicas=replicas,
                       users=w.concurrency, nodes=nodes)
         unmet = requirement_failures(c, self.t) + target_failures(c, self.t)
-        if not unmet:
-            return c
-        return Candidate(w1, d, mem, speed, c.cost, tuple(unmet), replicas=replicas, users=w.concurrency,
-                         nodes=nodes)
+        return dataclasses.replace(c, unmet=tuple(unmet)) if unmet else c
 
 
 class SharedMemory:
@@ -232,11 +229,24 @@ class SharedMemory:
     def __call__(self, model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
         if w.is_training:
             return estimate_memory(model, w, d)
-        key = (id(model), id(w), *(getattr(d, f) for f in _SETTINGS))
+        key = (id(model), id(w), _known(d)[0])
         found = self._parts.get(key)
         if found is None:
             found = self._parts[key] = (model, w, serving_part(model, w, d))
         return on_card(model, w, d, found[2])
+
+
+def _remembered(key: SortKey) -> SortKey:
+    """`key`, worked out once per candidate (by identity: the search keeps each one it keys alive
+    in its lists until it returns)."""
+    keys: dict[int, tuple[float, ...]] = {}
+
+    def remembered(c: Candidate) -> tuple[float, ...]:
+        found = keys.get(id(c))
+        if found is None:
+            found = keys[id(c)] = key(c)
+        return found
+    return remembered
 
 
 def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
@@ -397,6 +407,7 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     out when the order has a prefix, and those that fit nothing unless a reason names them), how
     many configurations the search covered, and how many memory and speed estimates it ran."""
     req = _Request(model, t, opts, w.is_training)
+    order = dataclasses.replace(order, key=_remembered(order.key))
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
     offset: dict[str, int] = {}  # a card named twice: one list, its second configurations after the first's
