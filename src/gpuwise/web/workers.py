@@ -13,6 +13,7 @@ imported here.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import pickle
@@ -79,6 +80,8 @@ def _main(conn: Connection, warm: Callable[[], None] | None, batch: bool) -> Non
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only makes the first request slower
             print(f"gpuwise: a worker's warm-up failed ({type(exc).__name__}); "
                   "its first request reads the catalogs instead.", file=sys.stderr)
+    gc.collect()
+    gc.freeze()  # the catalogs and caches just read live as long as the worker: out of every full pass
     conn.send_bytes(READY)
     while True:
         try:
