@@ -10,6 +10,7 @@ Constants: data/efficiency.toml [training] and each family's `train_gemm`, each 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -172,6 +173,7 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
             "tp_total": tp_total, "tp_comm": tp_exposed}
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the model; a LoRA plan asks it per configuration
 def _adapter_widths(model: ModelArch, targets: tuple[str, ...]) -> tuple[float, float]:
     """Summed input and output widths of the adapted linears over all layers (as lora_params: MoE
     layers adapt their shared experts only)."""
