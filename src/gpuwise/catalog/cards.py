@@ -157,6 +157,8 @@ class AmbiguousName:
 
 @dataclass(frozen=True)
 class ResolvedCard:
+    """A card found by name, with a note when the name could mean several cards."""
+
     card: Card
     note: Text | None = None
 

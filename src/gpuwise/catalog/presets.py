@@ -23,6 +23,8 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 @dataclass(frozen=True)
 class Preset:
+    """One shipped model preset: its names, its published size and its verbatim config.json."""
+
     id: str
     hf_id: str
     aliases: tuple[str, ...]

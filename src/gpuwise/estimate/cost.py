@@ -12,6 +12,8 @@ from gpuwise.catalog.prices import PriceOffer, PriceQuote, price_per_gpu_hour
 
 @dataclass(frozen=True)
 class Cost:
+    """What a deployment costs per hour (and per job or token where known), from one price quote."""
+
     currency: str
     per_gpu_hour: float
     per_hour: float  # all GPUs of the job

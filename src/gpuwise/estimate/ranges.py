@@ -43,6 +43,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Range:
+    """The band around one estimated number, and the fitted cell it comes from."""
+
     low: float
     high: float
     cell: Cell
