@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,10 @@ class InferSpeed:
     kernel_floor_s: float = 0.0  # the part of step_breakdown_s["overhead"] that is per-layer kernel floors
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        # as asdict gives the fields (its one dict copied), without deep-copying every value
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: round(v, 6) if isinstance(v, float) else dict(v) if isinstance(v, dict) else v
+                for k, v in out.items()}
 
 
 @functools.cache
