@@ -57,3 +57,16 @@ def test_a_parse_error_is_the_parsers_error(tmp_path: Path) -> None:
     path.write_text("x = = 1\n")
     with pytest.raises(tomllib.TOMLDecodeError):
         load_toml(path)
+
+
+def test_a_flipped_bit_in_a_cache_entry_is_a_miss_never_a_changed_value(tmp_path: Path, own_cache: Path) -> None:
+    path = tmp_path / "e.toml"
+    path.write_text("memory_gb = 80.0\nname = 'H100'\n")
+    load_toml(path)
+    (entry,) = own_cache.glob("toml-*.marshal")
+    blob = bytearray(entry.read_bytes())
+    for i in range(4, len(blob)):  # every byte after the checksum, one at a time
+        damaged = bytearray(blob)
+        damaged[i] ^= 0x01
+        entry.write_bytes(bytes(damaged))
+        assert load_toml(path) == {"memory_gb": 80.0, "name": "H100"}

@@ -5,7 +5,8 @@ A file's parsed document is kept as `marshal` bytes in the user's cache folder
 ($GPUWISE_CACHE_DIR, else $XDG_CACHE_HOME/gpuwise, else ~/.cache/gpuwise), keyed by the file's
 absolute path and checked against that path, its size and modification time, so an edited file is parsed
 again. marshal only rebuilds plain values (dict, list, str, numbers, bool, None); a document
-holding TOML dates is simply not cached. Any cache problem (unwritable folder, a truncated or
+holding TOML dates is simply not cached. Each entry starts with a CRC-32 of the rest, so a flipped
+bit is a miss, never a changed number. Any cache problem (unwritable folder, a truncated, damaged or
 foreign file) falls back to parsing: the cache can only make a load faster, never different.
 GPUWISE_NO_CACHE=1 turns it off.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 __all__ = ["cache_dir", "load_toml"]
 
-_FORMAT = 1  # bump when the layout below changes
+_FORMAT = 2  # bump when the layout below changes (2: a CRC-32 before the marshal data)
 _TAG = f"{_FORMAT}:{sys.version_info[0]}.{sys.version_info[1]}:{marshal.version}"
 
 
@@ -56,16 +57,28 @@ def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None =
     stamp = (_TAG, key, st.st_size, st.st_mtime_ns)
     entry = None if off else _entry(Path(key))
     if entry is not None:
-        try:
-            kept = marshal.loads(entry.read_bytes())
-            if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == stamp and isinstance(kept[1], dict):
-                return kept[1]
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
+        kept = _read(entry, stamp)
+        if kept is not None:
+            return kept
     doc = parse(source) if parse is not None else _plain(source)
     if entry is not None:
         _store(entry, stamp, doc)
     return doc
+
+
+def _read(entry: Path, stamp: tuple[str, str, int, int]) -> dict[str, Any] | None:
+    """The document an entry holds for exactly this stamp, or None (missing, damaged, stale, foreign)."""
+    try:
+        blob = entry.read_bytes()
+        body = memoryview(blob)[4:]
+        if len(blob) < 4 or int.from_bytes(blob[:4], "little") != zlib.crc32(body):
+            return None
+        kept = marshal.loads(body)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == stamp and isinstance(kept[1], dict):
+        return kept[1]
+    return None
 
 
 def _plain(path: Path) -> dict[str, Any]:
@@ -83,7 +96,7 @@ def _store(entry: Path, stamp: tuple[str, str, int, int], doc: dict[str, Any]) -
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
+        tmp.write_bytes(zlib.crc32(blob).to_bytes(4, "little") + blob)
         os.replace(tmp, entry)  # atomic: a concurrent reader sees the old entry or the new one
     except OSError:
         return
