@@ -21,6 +21,7 @@ from gpuwise.fixtext import with_flags
 from gpuwise.i18n import Text
 
 MemoryFn = Callable[[ModelArch, Workload, Deployment], MemoryResult]
+FitsFn = Callable[[ModelArch, Workload, Deployment], bool]  # memory_fn(...).fits, perhaps sooner
 Action = Literal["weights", "kv_dtype", "gpus", "context", "concurrency", "offload", "llamacpp", "grad_ckpt",
                  "loss", "activation_offload", "micro_batch", "optimizer", "shard", "task"]
 Setting = tuple[str, Any]
@@ -161,16 +162,17 @@ def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Cha
 
 
 def find_fixes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
-               memory_fn: MemoryFn, limit: int = 4) -> tuple[Fix, ...]:
-    """Up to `limit` single changes that make the job fit, nearest first."""
+               memory_fn: MemoryFn, limit: int = 4, fits_fn: FitsFn | None = None) -> tuple[Fix, ...]:
+    """Up to `limit` single changes that make the job fit, nearest first. `fits_fn`: whether a
+    change fits, as `memory_fn(...).fits` says (a caller that can tell sooner)."""
     changes = _train_changes(model, w, d) if w.is_training else _infer_changes(model, w, d, mem)
     found: list[Fix] = []
     for fix, w2, d2 in changes:
         try:
-            result = memory_fn(model, w2, d2)
+            fits = fits_fn(model, w2, d2) if fits_fn is not None else memory_fn(model, w2, d2).fits
         except GpuwiseError:
             continue
-        if result.fits:
+        if fits:
             found.append(fix)
         if len(found) >= limit:
             break
@@ -183,6 +185,6 @@ def command_line_words(fix: Fix) -> Text:
 
 
 def suggest_fixes(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
-                  memory_fn: MemoryFn, limit: int = 4) -> tuple[Text, ...]:
+                  memory_fn: MemoryFn, limit: int = 4, fits_fn: FitsFn | None = None) -> tuple[Text, ...]:
     """`find_fixes` in the command line's words (what `suggestions` in the JSON has always held)."""
-    return tuple(command_line_words(f) for f in find_fixes(model, w, d, mem, memory_fn, limit))
+    return tuple(command_line_words(f) for f in find_fixes(model, w, d, mem, memory_fn, limit, fits_fn))

@@ -229,11 +229,24 @@ class SharedMemory:
     def __call__(self, model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
         if w.is_training:
             return estimate_memory(model, w, d)
+        return on_card(model, w, d, self._part(model, w, d))
+
+    def fits(self, model: ModelArch, w: Workload, d: Deployment) -> bool:
+        """`self(model, w, d).fits`, answered by the shortfall floor where it is above 0."""
+        if w.is_training:
+            return estimate_memory(model, w, d).fits
+        part = self._part(model, w, d)
+        cap = budget_cap(part.rules, d)
+        if cap is not None and floor_of(part.least, cap) > 0:
+            return False
+        return on_card(model, w, d, part).fits
+
+    def _part(self, model: ModelArch, w: Workload, d: Deployment) -> Serving:
         key = (id(model), id(w), _known(d)[0])
         found = self._parts.get(key)
         if found is None:
             found = self._parts[key] = (model, w, serving_part(model, w, d))
-        return on_card(model, w, d, found[2])
+        return found[2]
 
 
 def _remembered(key: SortKey) -> SortKey:

@@ -11,7 +11,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.estimate.api import CostOptions, estimate_memory
 from gpuwise.estimate.cost import job_cost
-from gpuwise.estimate.fit import MemoryFn, suggest_fixes
+from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
@@ -293,9 +293,9 @@ def _row(c: Candidate, reasons: list[Text]) -> WhyNot:
 
 
 def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective,
-            model: ModelArch | None = None, memory_fn: MemoryFn = estimate_memory) -> WhyNot:
+            model: ModelArch | None = None, memory: SharedMemory | None = None) -> WhyNot:
     """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first);
-    `memory_fn` estimates the fixes it tries."""
+    `memory` estimates the fixes it tries (estimate_memory when None)."""
     passing = [c for c in tried if c.ok]
     if passing:
         return _row(passing[0], [_versus(passing[0], winner, obj)] if winner else
@@ -312,8 +312,8 @@ def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: O
     closest = min(tried, key=lambda c: c.memory.breakdown.required - c.memory.usable)
     short = (closest.memory.breakdown.required - closest.memory.usable) / GiB
     n = closest.gpus_total
-    fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, memory_fn,
-                          limit=2) if model is not None else ()
+    fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, memory or estimate_memory,
+                          limit=2, fits_fn=memory.fits if memory else None) if model is not None else ()
     return _row(closest, [Text(f"does not fit even on {n} GPU(s) at {closest.workload.weights}: "
                                f"short by {short:,.1f} GiB per GPU",
                                f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB"),
@@ -389,8 +389,8 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     ranked_ids = {id(c) for c in rankable}  # by identity: a candidate's == compares its whole estimate
     unpriced_ids = {c.deployment.card.id for c in heads if id(c) not in ranked_ids}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
-    memory_fn = SharedMemory()  # the fixes tried on each card that fits nothing share their parts
-    rejected += [why_not(card, by_card[card.id], winner, obj, model, memory_fn) for card in searched
+    memory = SharedMemory()  # the fixes tried on each card that fits nothing share their parts
+    rejected += [why_not(card, by_card[card.id], winner, obj, model, memory) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
     unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
     reasons = [deciding_reason(c, obj, i, t, winner, by_card[c.deployment.card.id], key)
