@@ -424,11 +424,34 @@ def print_report(r: dict[str, Any]) -> None:
               f"{i['latency_s']} s per request for {r['clients']} closed-loop clients")
     print("  by 5 s of sending time (answered/503, p50-p99 ms): " + "; ".join(
         f"{w['answered']}/{w['refused_503']} {w['p50_ms']}-{w['p99_ms']}" for w in r["timeline"]))
+    plan_lane = (r.get("lanes_after") or {}).get("plan")
+    if plan_lane:
+        print(f"  server's plan lane after: {plan_lane['workers']} workers, mean {plan_lane['mean_ms']} ms, "
+              f"wait calibration {plan_lane['wait_calibration']}, {plan_lane['answered']} answered, "
+              f"{plan_lane['refused_503']} refused")
     t = r["target"]
     print(f"  target (every request answered, none refused or failed, p99 of all <= {t['p99_ms_at_most']:g} ms): "
           f"{'held' if t['held'] else 'NOT held'}; estimates (all answered, p99 <= "
           f"{t['estimate_p99_ms_at_most']:g} ms while plans are outstanding): "
           f"{'held' if t['estimates_held'] else 'NOT held'}")
+
+
+def lanes(host: str, port: int) -> dict[str, Any] | None:
+    """The server's own account of its lanes after the run (/api/health): workers, mean service
+    time, wait calibration, answers and 503s."""
+    async def ask() -> dict[str, Any]:
+        conn = Connection(host, port)
+        try:
+            status, _, body = await asyncio.wait_for(conn.get("/api/health"), REQUEST_TIMEOUT_S)
+        finally:
+            conn.close()
+        found: dict[str, Any] = parse_json(body)["lanes"] if status == 200 else {}
+        return found
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # noqa: BLE001 - a report without it is still a report
+        return None
 
 
 def use_cores(n: int) -> None:
@@ -469,6 +492,7 @@ def main() -> int:
         else:
             host, (port, pid) = "127.0.0.1", stack.enter_context(own_server(tuple(a.server_args.split())))
         result = run(host, port, a.clients, a.duration, a.max_requests, a.procs, pid, extra)
+        result["lanes_after"] = lanes(host, port)
     if a.json:
         print(json.dumps(result, indent=2))
     else:
