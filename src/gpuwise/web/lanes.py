@@ -39,10 +39,14 @@ MAX_QUEUE = 1024  # requests waiting in one lane, whatever their expected wait
 # a verify file) waits for an idle worker instead, so that writing it never blocks the server
 # (an AF_UNIX socket buffers ~200 KiB: net.core.wmem_default 212992 on Linux).
 PIPE_QUEUE_MAX_BYTES = 64 * 1024
-FIRST_GUESS_S = {"light": 0.01, "heavy": 0.3}  # service time before any is measured
+# Service time before any is measured (a probe that failed): an estimate ~1 ms of CPU, a
+# whole-catalog plan 15-25 ms here, both a few times that on a busy machine.
+FIRST_GUESS_S = {"light": 0.01, "heavy": 0.05}
 # Weight of the newest service time in the running mean: plans vary ~4x in cost, and the
-# expected wait sums the ~100 ahead, so the mean need not follow each one.
-_EWMA = 0.1
+# expected wait sums the ~100 ahead, so the mean follows the last ~50 (with 0.1, the last ~10,
+# it followed seconds-long bursts of a shared machine's other work: 81 of 1,249 plans of 200
+# closed-loop clients refused as over 10 s while no answered plan queued past 7.6 s).
+_EWMA = 0.02
 _CAL_EWMA = 0.05  # the calibration follows the queue's last ~20 predictions
 CALIBRATION_MIN, CALIBRATION_MAX = 0.5, 4.0  # a broken prediction can neither open nor shut the lane
 
