@@ -43,9 +43,10 @@ from gpuwise.plan.search import (
     Shapes,
     Targets,
     configurations,
+    engine_layouts,
     remade,
     requirement_failures,
-    serving_grid,
+    serving_workloads,
     target_failures,
 )
 from gpuwise.units import GiB
@@ -425,13 +426,14 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     found: dict[str, list[tuple[int, Candidate]]] = {}
     offset: dict[str, int] = {}  # a card named twice: one list, its second configurations after the first's
     evaluated = 0
+    workloads = [] if w.is_training else serving_workloads(model, w, t, shapes)  # the same on every card
     for card in cards:
         if w.is_training:
             configs = list(configurations(model, w, card, t, shapes))
             tried, n = _card(req, configs, order, card)
             size = len(configs)
         else:
-            workloads, serving = serving_grid(model, w, card, t, shapes)
+            serving = engine_layouts(model, w, card, t, shapes)
             tried, n = _grid(req, workloads, serving, order, card)
             size = len(workloads) * len(serving)
         at = offset.get(card.id, 0)

@@ -329,15 +329,25 @@ _LAYOUTS: dict[tuple[object, ...], tuple[Card, list[Engine]]] = {}
 def serving_grid(model: ModelArch, w: Workload, card: Card, t: Targets,
                  shapes: Shapes) -> tuple[list[Workload], list[Engine]]:
     """Serving's configurations on `card` as a grid: each precision's workload with each engine
-    layout, workload by workload (the order `configurations` yields them in). The layouts
-    depend on the users, not on the precision: listed once (and kept for the next request)."""
+    layout, workload by workload (the order `configurations` yields them in)."""
+    return serving_workloads(model, w, t, shapes), engine_layouts(model, w, card, t, shapes)
+
+
+def serving_workloads(model: ModelArch, w: Workload, t: Targets, shapes: Shapes) -> list[Workload]:
+    """The grid's workloads: one per precision tried, the same on every card."""
+    return [shapes.workload(w, weights=fmt, grad_ckpt=w.grad_ckpt) for fmt in precisions(model, w, t)]
+
+
+def engine_layouts(model: ModelArch, w: Workload, card: Card, t: Targets, shapes: Shapes) -> list[Engine]:
+    """The grid's engine layouts on `card`. They depend on the users, not on the precision: listed
+    once (and kept for the next request that asks the same of the card)."""
     key = (id(card), model.num_heads, w.concurrency, t.allow_offload, t.engine, t.engine_version, t.replicas)
     found = _LAYOUTS.get(key)
     if found is None:
         if len(_LAYOUTS) >= _DEPLOYMENTS_MAX:
             _LAYOUTS.clear()
         found = _LAYOUTS[key] = (card, list(_serving(model, w, card, t, shapes)))
-    return [shapes.workload(w, weights=fmt, grad_ckpt=w.grad_ckpt) for fmt in precisions(model, w, t)], found[1]
+    return found[1]
 
 
 def configurations(
