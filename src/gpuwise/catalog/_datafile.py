@@ -59,10 +59,11 @@ def read_toml(path: Path) -> dict[str, Any]:
     """Parse one TOML data file (bounded: gpuwise.safefile) and check its schema_version.
 
     `nan` and `inf` are refused: no field of a data file means "not a number"."""
-    from gpuwise.safefile import read_bytes
     from gpuwise.tomlcache import load_toml
 
     def parse(p: Path) -> dict[str, Any]:
+        from gpuwise.safefile import read_bytes  # on a cache miss only: its import compiles 5 patterns
+
         return loads_data_toml(read_bytes(p, MAX_DATA_FILE_BYTES, Text("data file", "数据文件")), p)
 
     doc = load_toml(path, parse)  # the bounded parse, served from the cache while the file is unchanged
