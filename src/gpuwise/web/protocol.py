@@ -1,4 +1,4 @@
-"""uvicorn's HTTP/1.1 protocols (h11 here; httptools, half the CPU per request, in
+"""uvicorn's HTTP/1.1 protocols (h11 here; httptools, up to half the CPU per request, in
 web/protocol_httptools.py and chosen when installed) with the defences `gpuwise serve` needs
 against idle and slow clients (uvicorn sets no deadline on a request's headers, and its
 `limit_concurrency` counts open sockets, so 1,000 idle sockets made every request answer 503).
@@ -203,8 +203,9 @@ class GuardedH11Protocol(ConnectionGuard, H11Protocol):
 
 
 def http_protocol() -> type[asyncio.Protocol]:
-    """The guarded httptools protocol when httptools is installed (half the CPU per request,
-    web/protocol_httptools.py), else the guarded h11 one; GPUWISE_SERVE_HTTP=h11 chooses h11."""
+    """The guarded httptools protocol when httptools is installed (up to half the CPU per
+    request, web/protocol_httptools.py), else the guarded h11 one; GPUWISE_SERVE_HTTP=h11
+    chooses h11."""
     if os.environ.get(ENV_PREFIX + "HTTP", "").lower() != "h11":
         try:
             from gpuwise.web.protocol_httptools import GuardedHttpToolsProtocol

@@ -3,11 +3,13 @@
 bilingual error object for a malformed request; plus the cap on a request's head that h11
 applies itself (`h11_max_incomplete_event_size`).
 
-Per request it costs the server process about half the CPU of h11: 0.56-0.68 ms against
-0.99-1.14 ms for a whole round trip of a distinct plan through the worker pipe (measured here,
-`benchmarks/load_test.py --param cards=H100-SXM`, 100 clients), time that the plan workers
-share on a 2-core machine. Needs `httptools` (the `web` extra); without it `gpuwise serve`
-uses the h11 protocol.
+Where the server process is busy it costs about half the CPU of h11 per request: 0.56-0.68 ms
+against 0.99-1.14 ms for a whole round trip of a distinct plan through the worker pipe, at
+110-300 requests/s (measured here, `benchmarks/load_test.py --param cards=H100-SXM`, 100
+clients), time that the plan workers share on a 2-core machine. At 25-40 whole-catalog plans/s
+on the same busy machine both measured 1.3-1.4 ms: the process then wakes with cold caches
+between requests, whatever parses them. Needs `httptools` (the `web` extra); without it
+`gpuwise serve` uses the h11 protocol.
 """
 
 from __future__ import annotations
