@@ -137,3 +137,18 @@ def test_dataclasses_is_left_as_it_was_even_when_the_block_raises() -> None:
         assert "exec" in vars(dataclasses)
         raise RuntimeError("boom")
     assert "exec" not in vars(dataclasses)
+
+
+def test_no_home_folder_means_no_cache_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuwise.tomlcache import load_toml
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("GPUWISE_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    with compiled_dataclasses("test"):
+        assert _behaviour(*_classes()) == _behaviour(*_classes())
+    data = Path(__file__).resolve().parent.parent / "src" / "gpuwise" / "data" / "form_factors.toml"
+    assert load_toml(data)  # parsed, uncached

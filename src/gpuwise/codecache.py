@@ -96,6 +96,7 @@ class compiled_dataclasses:
 
     def __init__(self, scope: str) -> None:
         self._scope = scope
+        self._path = Path()
         self._table: dict[str, CodeType] = {}
         self._used: dict[str, CodeType] = {}
         self._new = False
@@ -106,7 +107,11 @@ class compiled_dataclasses:
             return
         if not _MAGIC or sys.implementation.cache_tag is None:  # no bytecode version to key the file by
             return
-        self._table = _read(_path(self._scope))
+        try:
+            self._path = _path(self._scope)
+        except RuntimeError:  # no home folder to put the cache in (Path.home): compile as usual
+            return
+        self._table = _read(self._path)
         vars(dataclasses)["exec"] = self._exec  # found before builtins.exec by _create_fn
         self._active = True
 
@@ -118,7 +123,7 @@ class compiled_dataclasses:
             del vars(dataclasses)["exec"]
         if self._new:  # on an exception too (SystemExit ends every command): what was compiled is sound
             merged = {**self._table, **self._used}
-            _write(_path(self._scope), merged if len(merged) <= _MAX_ENTRIES else self._used)
+            _write(self._path, merged if len(merged) <= _MAX_ENTRIES else self._used)
 
     def _exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """builtins.exec, with a text's compiled code taken from (or added to) the cache."""

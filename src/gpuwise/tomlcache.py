@@ -55,7 +55,10 @@ def load_toml(path: Path | str, parse: Callable[[Path], dict[str, Any]] | None =
         return parse(source) if parse is not None else _plain(source)
     key = str(source.absolute())
     stamp = (_TAG, key, st.st_size, st.st_mtime_ns)
-    entry = None if off else _entry(Path(key))
+    try:
+        entry = None if off else _entry(Path(key))
+    except RuntimeError:  # no home folder to put the cache in (Path.home): parse each time
+        entry = None
     if entry is not None:
         kept = _read(entry, stamp)
         if kept is not None:
