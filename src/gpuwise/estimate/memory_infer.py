@@ -14,24 +14,27 @@ from dataclasses import dataclass
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.engines import EngineRules, engine_rules
 from gpuwise.errors import InputError
+from gpuwise.estimate.allocator import allocator_overhead
 from gpuwise.estimate.breakdown import Capacity, HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import KV_BYTES
-from gpuwise.estimate.weights import weight_bytes
+from gpuwise.estimate.weights import checkpoint_format, weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
 from gpuwise.units import GiB, MiB
 
 ACT_BYTES = 2.0  # activations run in bf16/fp16
 
-WHY_WEIGHTS = Text("parameters x bytes per weight in the chosen format, split over TP x PP GPUs",
-                   "参数量 × 所选格式每参数字节数，按 TP × PP 切分到各卡")
+WHY_WEIGHTS = Text("parameters x bytes per weight in the chosen format, split over TP x PP GPUs, as PyTorch's "
+                   "caching allocator holds them (2 MiB-rounded segments) with the rotary cache",
+                   "参数量 × 所选格式每参数字节数，按 TP × PP 切分到各卡；按 PyTorch 缓存分配器实际占用计"
+                   "（段按 2 MiB 取整），含旋转位置编码缓存")
 WHY_KV = Text("2 (K and V) x attention layers x KV heads per GPU x head_dim x bytes x tokens "
               "(MLA: one latent; sliding layers capped at the window)",
               "2（K 与 V）× 注意力层数 × 每卡 KV 头数 × head_dim × 字节数 × token 数（MLA 只存潜向量；滑动窗口层封顶）")
 WHY_STATE = Text("linear-attention layers keep a fixed state per sequence (conv window + recurrent state)",
                  "线性注意力层每个序列保存固定状态（卷积窗口 + 递归状态）")
-WHY_ACT = Text("peak of one forward chunk: tokens x (2 x hidden + 3 x intermediate / TP) x 2 bytes",
-               "单次前向分块峰值：token 数 × (2 × hidden + 3 × intermediate / TP) × 2 字节")
+WHY_ACT = Text("peak of one forward chunk: tokens x (3 x hidden + 3 x intermediate / TP) x 2 bytes",
+               "单次前向分块峰值：token 数 × (3 × hidden + 3 × intermediate / TP) × 2 字节")
 WHY_LOGITS = Text("fp32 logits for the sequences being sampled: rows x vocab x 4 bytes",
                   "采样时的 fp32 logits：行数 × 词表大小 × 4 字节")
 WHY_RUNTIME = Text("memory outside torch's allocator the engine charges: CUDA context, cuBLAS workspace, NCCL "
@@ -148,7 +151,34 @@ def _activation_bytes(model: ModelArch, tokens: int, tp: int) -> float:
         inner = max(inner if moe.dense_layers else 0,
                     3 * moe.experts_per_token * moe.expert_intermediate_size
                     + 3 * moe.num_shared_experts * moe.shared_intermediate_size)
-    return tokens * (2 * model.hidden_size + inner / tp) * ACT_BYTES
+    # hidden: the residual, the normed input and the MLP's output; intermediate: gate_up stays
+    # referenced while down_proj runs on the activation (vllm llama.py LlamaMLP.forward). Logged:
+    # vllm#10517 (V0, Llama-3.1-8B) peak_torch_memory - weights = 2.07 GiB at 20,000 tokens and
+    # 2.99 GiB at 29,000: 111 kB a token, (3 x 4,096 + 3 x 14,336) x 2 B = 110.6 kB
+    return tokens * (3 * model.hidden_size + inner / tp) * ACT_BYTES
+
+
+# How an engine counts the weights it loaded, by the rule that sizes its pool: (reserved, rotary
+# cache bytes an element; 0: the model's dtype). vLLM's DeviceMemoryProfiler reads
+# torch.cuda.max_memory_allocated (allocated blocks) and RotaryEmbedding keeps cos_sin_cache in the
+# model dtype (cache.to(dtype)); SGLang measures the free memory the load took after empty_cache
+# (model_runner.py load_model, get_available_gpu_memory: reserved segments) and keeps the cache in
+# fp32 on CUDA (rotary_embedding.py: 'cache needs to be in FP32 for numerical stability').
+_WEIGHTS_HELD: dict[str, tuple[bool, float]] = {"total_fraction": (False, 0.0), "static_fraction": (True, 4.0)}
+_ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+
+
+def held_weight_overhead(model: ModelArch, w: Workload, rules: EngineRules, tp: int) -> float:
+    """Bytes of one TP rank's weights the engine counts beyond the tensors: PyTorch's segment
+    rounding and the rotary cache (estimate/allocator.py); 0 for engines that load no torch
+    tensors (TensorRT-LLM engines, llama.cpp) and formats whose layout it does not know."""
+    held = _WEIGHTS_HELD.get(rules.pool)
+    fmt = checkpoint_format(model) if w.weights == "auto" else w.weights
+    if held is None or fmt not in _ELEMENT_BYTES:
+        return 0.0
+    reserved, rope = held
+    rope = rope or (4.0 if model.dtype == "float32" else 2.0)
+    return allocator_overhead(model, _ELEMENT_BYTES[fmt], tp, rope, reserved)
 
 
 def _gpu_weight_fraction(model: ModelArch, d: Deployment) -> float:
@@ -276,7 +306,7 @@ def serving_part(model: ModelArch, w: Workload, d: Deployment) -> Serving:
     tp = tensor_parallel(model, d)
     rules = rules_for(d)
     elem = kv_element_bytes(w, model)
-    weights_all = weight_bytes(model, w.weights).total / (tp * d.pp)
+    weights_all = weight_bytes(model, w.weights).total / (tp * d.pp) + held_weight_overhead(model, w, rules, tp) / d.pp
     on_gpu = weights_all * _gpu_weight_fraction(model, d)
     on_gpu -= min(d.cpu_offload_gib * GiB, on_gpu)
     share = kv_share(model, tp) / d.pp
