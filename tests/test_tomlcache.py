@@ -70,3 +70,15 @@ def test_a_flipped_bit_in_a_cache_entry_is_a_miss_never_a_changed_value(tmp_path
         damaged[i] ^= 0x01
         entry.write_bytes(bytes(damaged))
         assert load_toml(path) == {"memory_gb": 80.0, "name": "H100"}
+
+
+def test_table_keys_come_back_interned_from_a_parse_and_from_the_cache(tmp_path: Path) -> None:
+    import sys
+
+    path = tmp_path / "f.toml"
+    path.write_text("[[card]]\nmemory_gb = 80.0\n[[card]]\nmemory_gb = 40.0\n[t]\nx_y = 'v'\n")
+    for _ in range(2):  # parsed and stored, then served from the cache
+        doc = load_toml(path)
+        assert doc == {"card": [{"memory_gb": 80.0}, {"memory_gb": 40.0}], "t": {"x_y": "v"}}
+        keys = [*doc, *doc["card"][0], *doc["card"][1], *doc["t"]]
+        assert all(k is sys.intern(k) for k in keys)
