@@ -49,6 +49,7 @@ FIRST_GUESS_S = {"light": 0.01, "heavy": 0.05}
 # closed-loop clients refused as over 10 s while no answered plan queued past 7.6 s).
 _EWMA = 0.02
 _CAL_EWMA = 0.05  # the calibration follows the queue's last ~20 predictions
+OUTLIER_X = 4.0  # a service time past this many running means counts as this many (`_served`)
 PROBE_ROUNDS = 3  # timed rounds of the probe at start-up, on every worker at once
 CALIBRATION_MIN, CALIBRATION_MAX = 0.5, 4.0  # a broken prediction can neither open nor shut the lane
 
@@ -145,7 +146,13 @@ class Lane:
             self._served(time.monotonic() - began)
 
     def _served(self, seconds: float) -> None:
-        self.mean_s += _EWMA * (seconds - self.mean_s)
+        """One call's own time into the running mean, at most OUTLIER_X times the mean: a worker
+        that other work kept off the CPU for a second says little about the next hundred calls
+        (unclipped, a few such calls raised the mean 3x for seconds and refused plans as over
+        10 s while those sent beside them were answered within 6.2 s); a real change of cost
+        still moves the mean, by up to 6 % a call."""
+        cap = OUTLIER_X * self.mean_s if self.mean_s > 0 else seconds
+        self.mean_s += _EWMA * (min(seconds, cap) - self.mean_s)
 
     async def run(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker: refused at once when the queue is full, 504 past `timeout_s`."""
