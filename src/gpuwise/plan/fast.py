@@ -51,7 +51,7 @@ from gpuwise.plan.search import (
 )
 from gpuwise.units import GiB
 
-__all__ = ["Order", "SharedMemory", "SortKey", "search"]
+__all__ = ["Order", "Remembered", "SharedMemory", "SortKey", "remembered", "search"]
 
 SortKey = Callable[[Candidate], tuple[float, ...]]
 Config = tuple[Workload, Deployment, int, int]  # (workload, one replica's deployment, replicas, nodes)
@@ -250,17 +250,25 @@ class SharedMemory:
         return found[2]
 
 
-def _remembered(key: SortKey) -> SortKey:
-    """`key`, worked out once per candidate (by identity: the search keeps each one it keys alive
-    in its lists until it returns)."""
-    keys: dict[int, tuple[float, ...]] = {}
+class Remembered:
+    """A sort key worked out once per candidate, by identity: whoever keys candidates with it
+    keeps them alive while it is in use (the search and the ranking of one plan do: their lists
+    hold every candidate they key)."""
 
-    def remembered(c: Candidate) -> tuple[float, ...]:
-        found = keys.get(id(c))
+    def __init__(self, key: SortKey) -> None:
+        self.key = key
+        self._keys: dict[int, tuple[float, ...]] = {}
+
+    def __call__(self, c: Candidate) -> tuple[float, ...]:
+        found = self._keys.get(id(c))
         if found is None:
-            found = keys[id(c)] = key(c)
+            found = self._keys[id(c)] = self.key(c)
         return found
-    return remembered
+
+
+def remembered(order: Order) -> Order:
+    """`order` with its key remembered (`Remembered`); one already remembered is kept."""
+    return order if isinstance(order.key, Remembered) else dataclasses.replace(order, key=Remembered(order.key))
 
 
 def _order(tried: list[tuple[int, Candidate]], key: SortKey) -> list[Candidate]:
@@ -421,7 +429,7 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     out when the order has a prefix, and those that fit nothing unless a reason names them), how
     many configurations the search covered, and how many memory and speed estimates it ran."""
     req = _Request(model, t, opts, w.is_training)
-    order = dataclasses.replace(order, key=_remembered(order.key))
+    order = remembered(order)  # the keys a search works out, once each
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}
     offset: dict[str, int] = {}  # a card named twice: one list, its second configurations after the first's

@@ -15,7 +15,7 @@ from gpuwise.estimate.fit import suggest_fixes
 from gpuwise.estimate.speed import InferSpeed
 from gpuwise.estimate.workload import Workload
 from gpuwise.i18n import Text
-from gpuwise.plan.fast import Order, SharedMemory, SortKey, search
+from gpuwise.plan.fast import Order, SharedMemory, SortKey, remembered, search
 from gpuwise.plan.search import Candidate, Targets, candidates, precisions
 from gpuwise.units import GiB
 
@@ -362,14 +362,14 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     """Ranked plans, a reason for every other card, and the cards that fit but have no price.
     `excluded` maps card ids left out before the search to the reason (a software stack)."""
     obj = objective_for(t.objective, t.stage, w, opts)
-    order = search_order(obj, t.stage, opts)
-    key = order.key
+    order = remembered(search_order(obj, t.stage, opts))  # each candidate keyed once, search and ranking alike
     excluded = excluded or {}
     searched = [c for c in cards if c.id not in excluded]
     by_card, evaluated, estimates = _search(model, w, searched, t, opts, order, exhaustive)
     notes: tuple[Text, ...] = ()
     if t.weights == "auto" and not w.is_training and not any(x and x[0].ok for x in by_card.values()):
         low = dataclasses.replace(t, low_bit=True)
+        order = remembered(search_order(obj, t.stage, opts))  # afresh: the first search's candidates go
         by_card, more, again = _search(model, w, searched, low, opts, order, exhaustive)
         evaluated += more
         estimates = (estimates[0] + again[0], estimates[1] + again[1])
@@ -377,6 +377,7 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
         notes = (Text(f"Nothing fits the constraints at {tried_fmts}, so 4-bit weights were tried too "
                       "(see each plan's quality cost).",
                       f"在 {tried_fmts} 下没有满足条件的配置，因此也尝试了 4-bit 权重（质量代价见各方案）。"),)
+    key = order.key
     heads = [x[0] for x in by_card.values() if x and x[0].ok]
     # Only priced plans are ranked: by cost for certain, and by speed within a stage, which the
     # guides price too. Plain --objective speed may rank a card that has no price.
