@@ -124,6 +124,11 @@ def _layer(model: ModelArch, index: int, tp: int, elem: float, block: int, rope:
     return out + [h * 2] * model.norms_per_layer
 
 
+def rotary_cache_bytes(model: ModelArch, rope_bytes: float) -> int:
+    """RotaryEmbedding's cos_sin_cache: max_position_embeddings x head_dim at `rope_bytes`."""
+    return int(model.max_context * model.head_dim * rope_bytes)
+
+
 def weight_tensors(model: ModelArch, elem: float, tp: int, rope_bytes: float) -> tuple[int, ...] | None:
     """One TP rank's weight tensors in creation order (embedding, layers, final norm, LM head),
     the linear weights at `elem` bytes, 16-bit elsewhere, with a max_position x head_dim rotary
@@ -136,7 +141,7 @@ def weight_tensors(model: ModelArch, elem: float, tp: int, rope_bytes: float) ->
     block = model.quant.block[0] if model.quant is not None and elem == 1 else 0
     vocab = -(-model.vocab_size // VOCAB_PADDING) * VOCAB_PADDING // tp
     embed = vocab * model.hidden_size * 2
-    rope = int(model.max_context * model.head_dim * rope_bytes)
+    rope = rotary_cache_bytes(model, rope_bytes)
     out = [embed]
     for index in range(model.num_layers):
         out += _layer(model, index, tp, elem, block, rope)
@@ -156,4 +161,4 @@ def allocator_overhead(model: ModelArch, elem: float, tp: int, rope_bytes: float
         return 0.0
     held = held_bytes(sizes)
     return float((held.reserved if reserved else held.allocated) - held.tensors
-                 + int(model.max_context * model.head_dim * rope_bytes))
+                 + rotary_cache_bytes(model, rope_bytes))

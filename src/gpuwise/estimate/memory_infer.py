@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.engines import EngineRules, engine_rules
 from gpuwise.errors import InputError
-from gpuwise.estimate.allocator import allocator_overhead
+from gpuwise.estimate.allocator import allocator_overhead, rotary_cache_bytes
 from gpuwise.estimate.breakdown import Capacity, HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import KV_BYTES
 from gpuwise.estimate.weights import checkpoint_format, weight_bytes
@@ -178,6 +178,10 @@ def held_weight_overhead(model: ModelArch, w: Workload, rules: EngineRules, tp: 
         return 0.0
     reserved, rope = held
     rope = rope or (4.0 if model.dtype == "float32" else 2.0)
+    if fmt != checkpoint_format(model):
+        # converted at load (vLLM's online FP8: process_weights_after_loading): the new tensors
+        # are cut from the freed 16-bit blocks, whose rests are large enough to split off
+        return rotary_cache_bytes(model, rope)
     return allocator_overhead(model, _ELEMENT_BYTES[fmt], tp, rope, reserved)
 
 
