@@ -55,3 +55,13 @@ def test_trtllm_and_llamacpp_weights_stay_the_tensor_bytes() -> None:
     for engine in ("trtllm", "llamacpp"):
         est = _est(model="llama-3.1-8b", card="h100-sxm", engine=engine)
         assert _item(est, "weights") == pytest.approx(8030261248 * 2, rel=1e-3)
+
+
+def test_the_start_up_lines_end_with_the_weights_line_each_engine_prints() -> None:
+    v1 = _est(model="llama-3.1-8b", card="l40s", engine_version="0.8.5")["engine_startup"]["lines"]
+    v0 = _est(model="llama-3.1-8b", card="rtx-3090", context=20000, engine_version="0.6")["engine_startup"]["lines"]
+    sg = _est(model="qwen2.5-32b", card="l4", gpus=4, context=131072, engine="sglang",
+              engine_version="0.4.3")["engine_startup"]["lines"]
+    assert v1[-1] == "Model loading took 14.9888 GiB"  # PR #17122 (0.8.5): 'Model loading took 14.9889 GiB'
+    assert v0[-1] == "Loading model weights took 14.9888 GB"  # vllm#10517: '... took 14.9888 GB'
+    assert sg[-1] == "Load weight end. mem usage=15.54 GB."  # llms-in-clouds docs/sglang.md@b001c86

@@ -5,6 +5,9 @@ for C tokens per request: X.XXx" (vllm/v1/worker/gpu_worker.py, vllm/v1/core/kv_
 V0 logs "# GPU blocks: N, # CPU blocks: M" (vllm/executor, swap_space 4 GiB); SGLang "KV Cache is
 allocated. #tokens: N, K size: X GB, V size: X GB" and "max_total_num_tokens=N" (GB = 1 << 30);
 TensorRT-LLM "[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N)."
+The weights line comes last: V0 "Loading model weights took X GB" (model_runner.py@v0.6.6, bytes
+/ 2**30), V1 "Model loading took X GiB" (gpu_model_runner.py, vLLM 0.8.5 in PR #17122's sample),
+SGLang "Load weight end. ... mem usage=X GB." (model_runner.py load_model, GB = 1 << 30).
 """
 
 from __future__ import annotations
@@ -47,6 +50,17 @@ def _vllm_lines(w: Workload, pool: float, tokens: int, block: int, per_token: fl
     return [f"Available KV cache memory: {pool / GiB:.2f} GiB",
             f"GPU KV cache size: {tokens:,} tokens",
             f"Maximum concurrency for {w.context:,} tokens per request: {concurrency:.2f}x"]
+
+
+def _weights_line(log_style: str, weights: float) -> list[str]:
+    """The engine's line for the weights it loaded (per GPU), as it prints it."""
+    if log_style == "vllm-v0":
+        return [f"Loading model weights took {weights / GiB:.4f} GB"]
+    if log_style == "vllm-v1":
+        return [f"Model loading took {weights / GiB:.4f} GiB"]
+    if log_style == "sglang":
+        return [f"Load weight end. mem usage={weights / GiB:.2f} GB."]
+    return []
 
 
 def _sglang_lines(model: ModelArch, w: Workload, d: Deployment, tokens: int, per_token: float) -> list[str]:
@@ -97,6 +111,7 @@ def startup(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> 
     else:
         lines = [f"[MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache ({tokens})."]
         fraction = d.mem_fraction or rules.fraction_at(tp)
+    lines += _weights_line(rules.log_style, sum(i.bytes for i in mem.breakdown.items if i.key == "weights"))
     return {"rules": rules.id, "engine": rules.engine, "version": d.engine_version or f">= {rules.from_version}",
             "memory_fraction": fraction, "max_num_seqs": max_num_seqs(w, d),
             "max_num_batched_tokens": batched_tokens(w, d), "block_size": rules.block_size,
