@@ -131,7 +131,8 @@ class _Request:
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
-    leasts: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    # the least bytes (Serving.least) of each grid workload's engine, by replicas and settings
+    leasts: dict[tuple[int, int], list[float | None]] = field(default_factory=dict)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
@@ -183,12 +184,6 @@ class _Request:
         if isinstance(part, GpuwiseError):
             raise part
         return part
-
-    def least(self, w: Workload, replicas: int, d: Deployment, token: int) -> float:
-        """The least bytes (`Serving.least`) of w's engine at `replicas` with d's settings (`token`,
-        from `setting`), kept in `leasts` by (workload, replicas, settings) for every card."""
-        found = self.leasts[id(w), replicas, token] = self.part(self.per_replica(w, replicas), d).least
-        return found
 
     def estimate_memory(self, w: Workload, d: Deployment) -> MemoryResult:
         """As `estimate_memory`, serving from the shared card-free part."""
@@ -389,26 +384,28 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
             found = heads.get(gpus)
             head = heads[gpus] = prefix(card, gpus) if found is None else found
         layouts.setdefault(head, []).append((j, d, replicas, nodes, *known))
-    leasts, least_of = req.leasts, req.least
+    leasts = req.leasts
     tried: list[tuple[int, Candidate]] = []
     aside: list[tuple[float, int]] = []
     pruning = prefix is not None
     for head, members in sorted(layouts.items(), key=lambda hm: hm[0]):
-        group: list[tuple[int, Candidate]] = []
-        for k, w in enumerate(workloads):
-            wid, at = id(w), k * size
-            for j, d, replicas, nodes, valid, cap, token in members:
+        group: list[tuple[int, Candidate]] = []  # in any order: the candidates are sorted by place
+        for j, d, replicas, nodes, valid, cap, token in members:
+            row = leasts.get((replicas, token))  # by workload, the same on every card
+            if row is None:
+                row = leasts[replicas, token] = [None] * len(workloads)
+            for k, w in enumerate(workloads):
                 if not valid[k]:
                     continue
                 try:
-                    least = leasts.get((wid, replicas, token))
+                    least = row[k]
                     if least is None:
-                        least = least_of(w, replicas, d, token)
+                        least = row[k] = req.part(req.per_replica(w, replicas), d).least
                     floor = -math.inf if cap is None else floor_of(least, cap)
                     if floor > 0:
-                        aside.append((floor, at + j))
+                        aside.append((floor, k * size + j))
                     else:
-                        group.append((at + j, req.evaluate((w, d, replicas, nodes))))
+                        group.append((k * size + j, req.evaluate((w, d, replicas, nodes))))
                 except GpuwiseError:
                     accepted -= 1  # refused by its estimate, as the exhaustive search leaves it out
         tried += group
