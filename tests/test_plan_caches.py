@@ -67,3 +67,29 @@ def test_a_breakdown_keeps_its_total_without_it_becoming_a_field() -> None:
     assert changed.required == 3.0  # a new breakdown works out its own
     trained = MemoryBreakdown(items=items, device_total=7.0)
     assert trained.required == 7.0
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "qwen2.5-7b"])
+def test_check_valid_reads_of_a_deployment_only_its_card_and_engine(model: str) -> None:
+    """The plan search checks a workload once per card and engine (fast._Request.is_valid)."""
+    from gpuwise.catalog.cards import load_cards
+    from gpuwise.catalog.sources import load_model
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.estimate.api import check_valid
+    from gpuwise.estimate.workload import Deployment, Workload
+
+    arch = load_model(model)
+    workloads = [Workload(weights="fp8"), Workload(weights="bf16", context=200_000), Workload(task="lora", float8=True)]
+
+    def valid(w: Workload, d: Deployment) -> bool:
+        try:
+            check_valid(arch, w, d)
+            return True
+        except GpuwiseError:
+            return False
+    for card in load_cards():
+        for engine in ("vllm", "sglang", "llamacpp"):
+            for w in workloads:
+                first = valid(w, Deployment(card=card, engine=engine))
+                for given in ({"gpus": 8}, {"gpus": 4, "offload": "cpu"}, {"gpus": 2, "nodes": 2, "zero": 3}):
+                    assert valid(w, Deployment(card=card, engine=engine, **given)) == first

@@ -169,7 +169,9 @@ def _check_context(model: ModelArch, w: Workload) -> None:
 
 def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_context: bool = False) -> None:
     """Refuse what no engine or framework runs. `estimate` and `plan` share this one check, so a
-    configuration the planner ranks is one that `estimate` accepts."""
+    configuration the planner ranks is one that `estimate` accepts. Of the deployment it reads
+    the card and the engine only (the plan search checks each workload once per card and engine:
+    tests/test_plan_caches.py)."""
     if not allow_long_context:
         _check_context(model, w)
     card = d.card

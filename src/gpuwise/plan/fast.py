@@ -127,7 +127,7 @@ class _Request:
     t: Targets
     opts: CostOptions
     training: bool
-    valid: dict[tuple[int, int], bool] = field(default_factory=dict)
+    valid: dict[tuple[int, int, str], bool] = field(default_factory=dict)
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
@@ -137,7 +137,9 @@ class _Request:
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
 
     def is_valid(self, w: Workload, d: Deployment) -> bool:
-        key = (id(w), id(d))
+        """`check_valid`, once per workload, card and engine: what it reads of a deployment
+        (tests/test_plan_caches.py holds it to that)."""
+        key = (id(w), id(d.card), d.engine)
         found = self.valid.get(key)
         if found is None:
             try:
