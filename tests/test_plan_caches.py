@@ -1,6 +1,7 @@
 """What the plan search keeps between requests never changes an answer: the engine layouts of a
-card (search._LAYOUTS), the workloads made from another (search._WORKLOADS), a deployment's
-settings and memory twins (fast._KNOWN), the fixes' changed workloads and deployments
+card (search._LAYOUTS) and their shape (fast._SHAPES), the workloads made from another
+(search._WORKLOADS), a deployment's settings and memory twins (fast._KNOWN), the fixes' changed
+workloads and deployments
 (fit._CHANGED), and a breakdown's total (MemoryBreakdown.required, kept in the instance).
 
 Each request here is planned after the others warmed those caches, then again with every cache
@@ -31,7 +32,7 @@ REQUESTS = [PlanRequest(model="llama-3.1-70b", context=8192, concurrency=8),
 
 def _empty_caches() -> None:
     for cache in (search._LAYOUTS, search._WORKLOADS, search._DEPLOYMENTS, fast._KNOWN, fast._TOKENS,
-                  fit._CHANGED):
+                  fast._SHAPES, fit._CHANGED):
         cache.clear()
 
 

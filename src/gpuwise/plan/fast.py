@@ -363,6 +363,28 @@ def _card(req: _Request, configs: list[Config], order: Order,
     return _visit(req, order, sorted(groups.items()), accepted)
 
 
+# Each engine-layout list's shape (search.engine_layouts keeps the lists), by its identity, the
+# list pinned beside: its distinct deployments, and each layout with its GPU count and deployment.
+_SHAPES: dict[int, tuple[list[Engine], list[Deployment], list[tuple[int, Deployment, int, int, int, int]]]] = {}
+
+
+def _shape(serving: list[Engine]) -> tuple[list[Deployment], list[tuple[int, Deployment, int, int, int, int]]]:
+    found = _SHAPES.get(id(serving))
+    if found is None:
+        if len(_SHAPES) >= 8192:
+            _SHAPES.clear()
+        at: dict[int, int] = {}
+        deployments: list[Deployment] = []
+        for d, _, _ in serving:
+            if id(d) not in at:
+                at[id(d)] = len(deployments)
+                deployments.append(d)
+        shape = [(j, d, replicas, nodes, d.gpus * d.nodes * replicas, at[id(d)])
+                 for j, (d, replicas, nodes) in enumerate(serving)]
+        found = _SHAPES[id(serving)] = (serving, deployments, shape)
+    return found[1], found[2]
+
+
 def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """`_card` for serving's grid (`search.serving_grid`): configuration i is workload i // S with
@@ -370,22 +392,20 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
     per workload and deployment, and a configuration is visited only with its group: its floor
     from the least bytes the request found for its workload, replicas and settings."""
     prefix, size = order.prefix, len(serving)
-    per_d: dict[int, tuple[list[bool], float | None, int]] = {}
+    deployments, shape = _shape(serving)
+    known = [([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d), req.setting(d))
+             for d in deployments]
     heads: dict[int, Head] = {}  # by GPU count
     layouts: dict[Head, list[tuple[int, Deployment, int, int, list[bool], float | None, int]]] = {}
     accepted = 0
-    for j, (d, replicas, nodes) in enumerate(serving):
-        known = per_d.get(id(d))
-        if known is None:
-            known = per_d[id(d)] = ([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d),
-                                    req.setting(d))
-        accepted += known[0].count(True)
+    for j, d, replicas, nodes, gpus, at in shape:
+        valid, cap, token = known[at]
+        accepted += valid.count(True)
         head: Head = ()
         if prefix is not None:
-            gpus = d.gpus * d.nodes * replicas
             found = heads.get(gpus)
             head = heads[gpus] = prefix(card, gpus) if found is None else found
-        layouts.setdefault(head, []).append((j, d, replicas, nodes, *known))
+        layouts.setdefault(head, []).append((j, d, replicas, nodes, valid, cap, token))
     leasts = req.leasts
     tried: list[tuple[int, Candidate]] = []
     aside: list[tuple[float, int]] = []
