@@ -1,8 +1,8 @@
 """What the plan search keeps between requests never changes an answer: the engine layouts of a
 card (search._LAYOUTS) and their shape (fast._SHAPES), the workloads made from another
 (search._WORKLOADS), a deployment's settings and memory twins (fast._KNOWN), the fixes' changed
-workloads and deployments
-(fit._CHANGED), and a breakdown's total (MemoryBreakdown.required, kept in the instance).
+workloads and deployments (fit._CHANGED), and a breakdown's total (MemoryBreakdown.required,
+kept in the instance). Within a request, check_valid is asked once per workload, card and engine.
 
 Each request here is planned after the others warmed those caches, then again with every cache
 emptied, and the two `--json` objects must be equal; each is also compared with the exhaustive
