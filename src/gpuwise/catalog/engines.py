@@ -20,6 +20,7 @@ from gpuwise.i18n import Text
 
 PoolRule = Literal["total_fraction", "static_fraction", "free_fraction", "grow"]
 LogStyle = Literal["vllm-v0", "vllm-v1", "sglang", "trtllm", "llamacpp", "none"]
+WeightsCounted = Literal["none", "allocated", "reserved"]
 ENGINE_IDS = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
 SHIPPED_ENGINES = Path(__file__).resolve().parent.parent / "data" / "engines.toml"
 _TOP = {"schema_version", "runtime", "vllm", "transformers", "llamacpp", "rule", "step_cpu"}
@@ -46,6 +47,8 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "non_torch_gib": _F("float", required=True),
     "non_torch_tp_gib": _F("float", required=True),
     "init_gib": _F("float"),
+    "weights_counted": _F("str", choices=("none", "allocated", "reserved")),
+    "rotary_cache_bytes": _F("float"),
     "cuda_graph_gib": _F("float", required=True),
     "cuda_graph_in_pool": _F("bool", required=True),
     "block_size": _F("int", required=True, positive=True),
@@ -109,6 +112,11 @@ class EngineRules:
     memory_fraction_tp16: float | None = None
     large_excludes: tuple[str, ...] = ()
     init_gib: float = 0.0
+    # how the engine counts the weights it loaded: none (no torch tensors, or a layout not known),
+    # the allocator's allocated blocks, or the reserved segments; the rotary cache's bytes an element
+    # (0: the model's dtype)
+    weights_counted: WeightsCounted = "none"
+    rotary_cache_bytes: float = 0.0
     # SGLang >= 0.5: mem_fraction_static = (memory - reserve) / memory, the reserve built from these
     reserve_base_mib: float = 0.0  # 0: the memory_fraction fields are the default
     reserve_mib_per_chunk_token: float = 0.0

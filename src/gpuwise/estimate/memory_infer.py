@@ -158,26 +158,19 @@ def _activation_bytes(model: ModelArch, tokens: int, tp: int) -> float:
     return tokens * (3 * model.hidden_size + inner / tp) * ACT_BYTES
 
 
-# How an engine counts the weights it loaded, by the rule that sizes its pool: (reserved, rotary
-# cache bytes an element; 0: the model's dtype). vLLM's DeviceMemoryProfiler reads
-# torch.cuda.max_memory_allocated (allocated blocks) and RotaryEmbedding keeps cos_sin_cache in the
-# model dtype (cache.to(dtype)); SGLang measures the free memory the load took after empty_cache
-# (model_runner.py load_model, get_available_gpu_memory: reserved segments) and keeps the cache in
-# fp32 on CUDA (rotary_embedding.py: 'cache needs to be in FP32 for numerical stability').
-_WEIGHTS_HELD: dict[str, tuple[bool, float]] = {"total_fraction": (False, 0.0), "static_fraction": (True, 4.0)}
 _ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
 
 
 def held_weight_overhead(model: ModelArch, w: Workload, rules: EngineRules, tp: int) -> float:
     """Bytes of one TP rank's weights the engine counts beyond the tensors: PyTorch's segment
     rounding and the rotary cache (estimate/allocator.py); 0 for engines that load no torch
-    tensors (TensorRT-LLM engines, llama.cpp) and formats whose layout it does not know."""
-    held = _WEIGHTS_HELD.get(rules.pool)
+    tensors (TensorRT-LLM engines, llama.cpp: engines.toml weights_counted) and formats whose layout it
+    does not know."""
     fmt = checkpoint_format(model) if w.weights == "auto" else w.weights
-    if held is None or fmt not in _ELEMENT_BYTES:
+    if rules.weights_counted == "none" or fmt not in _ELEMENT_BYTES:
         return 0.0
-    reserved, rope = held
-    rope = rope or (4.0 if model.dtype == "float32" else 2.0)
+    reserved = rules.weights_counted == "reserved"
+    rope = rules.rotary_cache_bytes or (4.0 if model.dtype == "float32" else 2.0)
     if fmt != checkpoint_format(model):
         # converted at load (vLLM's online FP8: process_weights_after_loading): the new tensors
         # are cut from the freed 16-bit blocks, whose rests are large enough to split off
