@@ -395,12 +395,13 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
     deployments, shape = _shape(serving)
     known = [([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d), req.setting(d))
              for d in deployments]
+    counts = [valid.count(True) for valid, _, _ in known]
     heads: dict[int, Head] = {}  # by GPU count
     layouts: dict[Head, list[tuple[int, Deployment, int, int, list[bool], float | None, int]]] = {}
     accepted = 0
     for j, d, replicas, nodes, gpus, at in shape:
         valid, cap, token = known[at]
-        accepted += valid.count(True)
+        accepted += counts[at]
         head: Head = ()
         if prefix is not None:
             found = heads.get(gpus)
