@@ -7,7 +7,7 @@ Derived values are properties; `__post_init__` only validates.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from gpuwise.errors import DataError
@@ -162,6 +162,20 @@ class ModelArch:
                 f"Model '{self.name}': layer_types has {len(self.layer_kinds)} entries for "
                 f"{self.num_layers} layers.",
                 f"模型“{self.name}”：layer_types 有 {len(self.layer_kinds)} 项，但模型有 {self.num_layers} 层。"))
+
+    def __hash__(self) -> int:
+        # Worked out once: every lru_cache keyed on a model hashes it on each lookup, and the
+        # generated hash walks all its fields (layer_kinds has one entry a layer). Same value as
+        # the generated one would give: the fields that compare, in order.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, object]:
+        # a str's hash differs between processes (PYTHONHASHSEED): a pickled model leaves its hash behind
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     # --- derived shapes -------------------------------------------------------------
     @functools.cached_property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 from gpuwise.catalog.cards import Card
 from gpuwise.catalog.frameworks import LOSSES, OPTIMIZERS, is_grad_ckpt
@@ -24,15 +24,15 @@ MAX_TOKENS = 1 << 27
 C = TypeVar("C", bound=str)
 
 
-def _check(ok: bool, en: str, zh: str) -> None:
-    if not ok:
-        raise InputError(Text(en, zh))
+def _fail(en: str, zh: str) -> NoReturn:
+    raise InputError(Text(en, zh))
 
 
 def choose(value: str, choices: tuple[C, ...], flag: str) -> C:
     """`value` as one of the closed `choices` (typed as them), or an error that lists them."""
-    _check(value in choices, f"{flag} must be one of {', '.join(choices)}; got '{value}'.",
-           f"{flag} 只能是 {'、'.join(choices)} 之一，实际为“{value}”。")
+    if value not in choices:
+        _fail(f"{flag} must be one of {', '.join(choices)}; got '{value}'.",
+              f"{flag} 只能是 {'、'.join(choices)} 之一，实际为“{value}”。")
     return choices[choices.index(value)]  # the element itself, so typed as the choices
 
 
@@ -72,30 +72,30 @@ class Workload:
     def __post_init__(self) -> None:
         choose(self.task, TASKS, "--task")
         choose(self.optimizer, OPTIMIZERS, "--optimizer")
-        _check(is_grad_ckpt(self.grad_ckpt),
-               f"--grad-ckpt must be none, full, selective, op-sac or every-N; got '{self.grad_ckpt}'.",
-               f"--grad-ckpt 只能是 none、full、selective、op-sac 或 every-N，实际为“{self.grad_ckpt}”。")
+        if not is_grad_ckpt(self.grad_ckpt):
+            _fail(f"--grad-ckpt must be none, full, selective, op-sac or every-N; got '{self.grad_ckpt}'.",
+                  f"--grad-ckpt 只能是 none、full、selective、op-sac 或 every-N，实际为“{self.grad_ckpt}”。")
         choose(self.loss, LOSSES, "--loss")
         for flag, value in (("--context", self.context), ("--concurrency", self.concurrency),
                             ("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch),
                             ("--grad-accum", self.grad_accum),
                             ("--lora-rank", self.lora_rank)):
-            _check(0 < value <= MAX_TOKENS, f"{flag} must be between 1 and {MAX_TOKENS:,}; got {value}.",
-                   f"{flag} 必须在 1 到 {MAX_TOKENS:,} 之间，实际为 {value}。")
-        if self.output_tokens is not None:
-            _check(0 < self.output_tokens < self.context,
-                   f"--output-tokens must be between 1 and --context - 1; got {self.output_tokens}.",
-                   f"--output-tokens 必须在 1 与 --context - 1 之间，实际为 {self.output_tokens}。")
-        if self.max_num_seqs is not None:
-            _check(0 < self.max_num_seqs <= MAX_TOKENS, f"--max-num-seqs must be positive; got {self.max_num_seqs}.",
-                   f"--max-num-seqs 必须为正数，实际为 {self.max_num_seqs}。")
-        if self.max_num_batched_tokens is not None:
-            _check(0 < self.max_num_batched_tokens <= MAX_TOKENS,
-                   f"--max-num-batched-tokens must be positive; got {self.max_num_batched_tokens}.",
-                   f"--max-num-batched-tokens 必须为正数，实际为 {self.max_num_batched_tokens}。")
+            if not (0 < value <= MAX_TOKENS):
+                _fail(f"{flag} must be between 1 and {MAX_TOKENS:,}; got {value}.",
+                      f"{flag} 必须在 1 到 {MAX_TOKENS:,} 之间，实际为 {value}。")
+        if self.output_tokens is not None and not 0 < self.output_tokens < self.context:
+            _fail(f"--output-tokens must be between 1 and --context - 1; got {self.output_tokens}.",
+                  f"--output-tokens 必须在 1 与 --context - 1 之间，实际为 {self.output_tokens}。")
+        if self.max_num_seqs is not None and not 0 < self.max_num_seqs <= MAX_TOKENS:
+            _fail(f"--max-num-seqs must be positive; got {self.max_num_seqs}.",
+                  f"--max-num-seqs 必须为正数，实际为 {self.max_num_seqs}。")
+        if self.max_num_batched_tokens is not None and not 0 < self.max_num_batched_tokens <= MAX_TOKENS:
+            _fail(f"--max-num-batched-tokens must be positive; got {self.max_num_batched_tokens}.",
+                  f"--max-num-batched-tokens 必须为正数，实际为 {self.max_num_batched_tokens}。")
         bad = [t for t in self.lora_targets if t not in LORA_TARGETS]
-        _check(not bad, f"Unknown --lora-targets {', '.join(bad)}: use {', '.join(LORA_TARGETS)}.",
-               f"未知的 --lora-targets {', '.join(bad)}：可用 {', '.join(LORA_TARGETS)}。")
+        if bad:
+            _fail(f"Unknown --lora-targets {', '.join(bad)}: use {', '.join(LORA_TARGETS)}.",
+                  f"未知的 --lora-targets {', '.join(bad)}：可用 {', '.join(LORA_TARGETS)}。")
 
     @property
     def is_training(self) -> bool:
@@ -137,26 +137,32 @@ class Deployment:
     def __post_init__(self) -> None:
         choose(self.engine, ENGINES, "--engine")
         choose(self.offload, OFFLOADS, "--offload")
-        _check(1 <= self.gpus <= 4096, f"--gpus must be between 1 and 4096; got {self.gpus}.",
-               f"--gpus 必须在 1 到 4096 之间，实际为 {self.gpus}。")
-        _check(0 <= self.tp <= self.gpus and self.pp >= 1,
-               f"--tp {self.tp} and --pp {self.pp} must fit in --gpus {self.gpus}.",
-               f"--tp {self.tp} 与 --pp {self.pp} 必须不超过 --gpus {self.gpus}。")
-        _check(0.05 <= self.gpu_memory_utilization <= 1.0,
-               f"--gpu-memory-utilization must be in (0.05, 1]; got {self.gpu_memory_utilization}.",
-               f"--gpu-memory-utilization 必须在 (0.05, 1] 之内，实际为 {self.gpu_memory_utilization}。")
-        _check(1 <= self.ep <= 4096, f"--ep must be between 1 and 4096; got {self.ep}.",
-               f"--ep 必须在 1 到 4096 之间，实际为 {self.ep}。")
-        _check(1 <= self.virtual_stages <= 128 and (self.virtual_stages == 1 or self.pp > 1),
-               f"--virtual-stages must be 1-128 and needs --pp above 1; got {self.virtual_stages} with --pp {self.pp}.",
-               f"--virtual-stages 必须在 1–128 之间且需要 --pp 大于 1；实际为 {self.virtual_stages}，--pp {self.pp}。")
-        _check(self.zero in (0, 1, 2, 3), f"--zero must be 0, 1, 2 or 3; got {self.zero}.",
-               f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")
-        _check(self.cpu_offload_gib >= 0, "--cpu-offload-gb must not be negative.",
-               "--cpu-offload-gb 不能为负数。")
-        _check(self.mem_fraction is None or 0.05 <= self.mem_fraction <= 1.0,
-               f"--mem-fraction must be in (0.05, 1]; got {self.mem_fraction}.",
-               f"--mem-fraction 必须在 (0.05, 1] 之内，实际为 {self.mem_fraction}。")
-        _check(self.cpu_mem_bw_gbps is None or 0 < self.cpu_mem_bw_gbps <= 10_000,
-               f"--cpu-mem-bw must be between 0 and 10,000 GB/s; got {self.cpu_mem_bw_gbps}.",
-               f"--cpu-mem-bw 必须在 0 到 10,000 GB/s 之间，实际为 {self.cpu_mem_bw_gbps}。")
+        if not (1 <= self.gpus <= 4096):
+            _fail(f"--gpus must be between 1 and 4096; got {self.gpus}.",
+                  f"--gpus 必须在 1 到 4096 之间，实际为 {self.gpus}。")
+        if not (0 <= self.tp <= self.gpus and self.pp >= 1):
+            _fail(f"--tp {self.tp} and --pp {self.pp} must fit in --gpus {self.gpus}.",
+                  f"--tp {self.tp} 与 --pp {self.pp} 必须不超过 --gpus {self.gpus}。")
+        if not (0.05 <= self.gpu_memory_utilization <= 1.0):
+            _fail(f"--gpu-memory-utilization must be in (0.05, 1]; got {self.gpu_memory_utilization}.",
+                  f"--gpu-memory-utilization 必须在 (0.05, 1] 之内，实际为 {self.gpu_memory_utilization}。")
+        if not (1 <= self.ep <= 4096):
+            _fail(f"--ep must be between 1 and 4096; got {self.ep}.",
+                  f"--ep 必须在 1 到 4096 之间，实际为 {self.ep}。")
+        if not (1 <= self.virtual_stages <= 128 and (self.virtual_stages == 1 or self.pp > 1)):
+            _fail(f"--virtual-stages must be 1-128 and needs --pp above 1; "
+                  f"got {self.virtual_stages} with --pp {self.pp}.",
+                  f"--virtual-stages 必须在 1–128 之间且需要 --pp 大于 1；"
+                  f"实际为 {self.virtual_stages}，--pp {self.pp}。")
+        if self.zero not in (0, 1, 2, 3):
+            _fail(f"--zero must be 0, 1, 2 or 3; got {self.zero}.",
+                  f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")
+        if not self.cpu_offload_gib >= 0:  # NaN fails too
+            _fail("--cpu-offload-gb must not be negative.",
+                  "--cpu-offload-gb 不能为负数。")
+        if not (self.mem_fraction is None or 0.05 <= self.mem_fraction <= 1.0):
+            _fail(f"--mem-fraction must be in (0.05, 1]; got {self.mem_fraction}.",
+                  f"--mem-fraction 必须在 (0.05, 1] 之内，实际为 {self.mem_fraction}。")
+        if not (self.cpu_mem_bw_gbps is None or 0 < self.cpu_mem_bw_gbps <= 10_000):
+            _fail(f"--cpu-mem-bw must be between 0 and 10,000 GB/s; got {self.cpu_mem_bw_gbps}.",
+                  f"--cpu-mem-bw 必须在 0 到 10,000 GB/s 之间，实际为 {self.cpu_mem_bw_gbps}。")
