@@ -310,13 +310,14 @@ def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: O
     if not tried:
         return WhyNot(card.id, None, None, (Text("no configuration could be evaluated", "没有可评估的配置"),))
     closest = min(tried, key=lambda c: c.memory.breakdown.required - c.memory.usable)
-    short = (closest.memory.breakdown.required - closest.memory.usable) / GiB
+    short_gib = (closest.memory.breakdown.required - closest.memory.usable) / GiB
+    short = f"{short_gib:,.2f}" if short_gib < 1 else f"{short_gib:,.1f}"  # never "short by 0.0"
     n = closest.gpus_total
     fixes = suggest_fixes(model, closest.workload, closest.deployment, closest.memory, memory or estimate_memory,
                           limit=2, fits_fn=memory.fits if memory else None) if model is not None else ()
     return _row(closest, [Text(f"does not fit even on {n} GPU(s) at {closest.workload.weights}: "
-                               f"short by {short:,.1f} GiB per GPU",
-                               f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short:,.1f} GiB"),
+                               f"short by {short} GiB per GPU",
+                               f"即使 {n} 卡、{closest.workload.weights} 也放不下：每卡差 {short} GiB"),
                           *(Text("it would fit if you " + f.en, "若" + f.zh + "则可放下") for f in fixes)])
 
 
