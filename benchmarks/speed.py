@@ -116,7 +116,7 @@ if __name__ == "__main__":
     print(f"cold `gpuwise estimate ... --json` (median of {len(walls)}): wall {statistics.median(walls):.3f} s "
           f"(min {min(walls):.3f}), CPU {statistics.median(cpus):.3f} s (min {min(cpus):.3f})")
     for what, env in (("the full Typer command", {"GPUWISE_FULL_CLI": "1"}),
-                      ("no TOML cache", {"GPUWISE_NO_CACHE": "1"})):
+                      ("no caches (TOML, compiled dataclass methods)", {"GPUWISE_NO_CACHE": "1"})):
         walls, cpus = cold_runs(5, COLD, env)
         print(f"  same, {what}: wall {statistics.median(walls):.3f} s, CPU {statistics.median(cpus):.3f} s")
     print(f"import gpuwise: {import_time() * 1000:.1f} ms")
