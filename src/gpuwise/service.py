@@ -19,8 +19,21 @@ from gpuwise.estimate.workload import ENGINES, LORA_TARGETS, OFFLOADS, TASKS, De
 from gpuwise.i18n import Text
 
 
+@dataclass(frozen=True, kw_only=True)
+class PipelineShape:
+    """The size of an image or video job (diffusion pipelines), a part of both `estimate`'s and
+    `plan`'s requests: None takes the model's default (gpuwise.diffusion)."""
+
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    steps: int | None = None
+    guidance: float | None = None
+    images: int = 1
+
+
 @dataclass(frozen=True)
-class EstimateRequest:
+class EstimateRequest(PipelineShape):
     """Every `gpuwise estimate` flag, with its CLI default."""
 
     model: str
@@ -77,13 +90,6 @@ class EstimateRequest:
     billing: str = "hourly"
     train_tokens: float | None = None
     inter_node_gbps: float | None = None
-    # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
-    width: int | None = None
-    height: int | None = None
-    frames: int | None = None
-    steps: int | None = None
-    guidance: float | None = None
-    images: int = 1
     te_weights: str = "auto"
     vae_tiling: bool = False
     vae_slicing: bool = False

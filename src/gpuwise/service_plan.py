@@ -14,7 +14,7 @@ from gpuwise.catalog.sources import load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.workload import TASKS, Workload, choose
 from gpuwise.i18n import Text
-from gpuwise.service import checked_hub, is_diffusion, train_knobs
+from gpuwise.service import PipelineShape, checked_hub, is_diffusion, train_knobs
 
 STAGES = {
     "validate": Text("validate: the cheapest card that runs the job, to prove the pipeline (a 4090-class card is fine)",
@@ -27,7 +27,7 @@ STAGES = {
 
 
 @dataclass(frozen=True)
-class PlanRequest:
+class PlanRequest(PipelineShape):
     """Every `gpuwise plan` flag, with its CLI default."""
 
     model: str
@@ -62,14 +62,7 @@ class PlanRequest:
     allow_offload: bool = False
     train_tokens: float | None = None
     inter_node_gbps: float | None = None
-    # Diffusion pipelines (image / video): None takes the model's default (gpuwise.diffusion).
-    width: int | None = None
-    height: int | None = None
-    frames: int | None = None
-    steps: int | None = None
-    guidance: float | None = None
-    images: int = 1
-    max_seconds: float | None = None  # seconds per image / video, at most
+    max_seconds: float | None = None  # diffusion: seconds per image / video, at most
     os: str = "linux"
     top: int = 5
     hub: str = "auto"
