@@ -194,12 +194,12 @@ def test_a_fused_loss_drops_the_logits_to_one_chunk() -> None:
     assert fused < full / 50
 
 
-def test_a_chunked_loss_keeps_the_bf16_chunks_and_one_chunk_of_fp32() -> None:
+def test_a_chunked_loss_keeps_the_bf16_chunks_and_one_chunk_of_fp32_or_compiled_one_bf16_gradient() -> None:
     logits = 4096 * LLAMA.vocab_size
     eager = _item(_train(loss="chunked", framework="torchtune"), "logits")
     compiled = _item(_train(loss="chunked", framework="torchtune", compile=True), "logits")
     assert eager == pytest.approx(logits * (6 + 4 / 8))
-    assert compiled == pytest.approx(logits * (2 + 6 / 8))
+    assert compiled == pytest.approx(logits * (2 + 2 / 8))  # inductor writes the chunk's gradient in bf16
 
 
 def test_op_level_sac_keeps_less_than_none_and_more_than_full_checkpointing() -> None:

@@ -60,8 +60,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
-    "float8_sac_saves_mm": _F("bool"),
-    "loss_parallel": _F("bool"),
+    "loss_parallel": _F("bool"), "logits_fp32": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -126,12 +125,12 @@ class Framework:
     # unpacked batches padded only to their own longest sample, so lengths vary from step to step and
     # the caching allocator keeps the segments an earlier, shorter batch made for the loss
     variable_length_batches: bool = False
-    # op-SAC under Float8 keeps as much as the bf16 mm outputs (a save list that holds aten.abs, the
-    # amax input of each Float8 linear); False: _scaled_mm outputs are not saved, only recomputed
-    float8_sac_saves_mm: bool = False
     # under tensor parallelism the cross-entropy runs on vocabulary-sharded logits (DTensor loss_parallel),
     # whose log-softmax and backward materialise more fp32 tensors than aten's kernels
     loss_parallel: bool = False
+    # the model hands the loss fp32 logits (torchtune's TransformerDecoder: self.output(h).float() outside
+    # the chunked path); False: bf16 logits, upcast inside the loss (HF ForCausalLMLoss, torchtitan)
+    logits_fp32: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

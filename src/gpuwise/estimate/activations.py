@@ -11,17 +11,19 @@ import functools
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.frameworks import ckpt_every, find_framework
+from gpuwise.catalog.frameworks import ckpt_every
 from gpuwise.estimate.workload import Workload
 
 # torchtitan op-level SAC saves the outputs of aten.mm, SDPA and reduce-scatter, "except every second mm"
 # (pytorch/torchtitan@cfb93265 torchtitan/distributed/activation_checkpoint.py, _apply_op_sac: the mm
 # counter lives in a `meta` dict made afresh per checkpointed forward, so mm 1, 3, 5, 7 of every layer
 # are saved: wq, wv, w1 and w2 in torchtitan's Llama, whose FeedForward calls w1, w3, w2).
-# With Float8 linears (torchao Float8Linear) the matmuls are torch._scaled_mm, not aten.mm: the save list
-# (torchtitan/models/llama3/parallelize_llama.py@e7c0cae _save_list; distributed/activation_checkpoint.py
-# at v0.2.2 likewise) has no _scaled_mm, so no linear output is kept and op-SAC keeps the layer input and
-# SDPA's outputs only.
+# Float8 linears keep them too: torchao's Float8Linear calls torch.mm on Float8Tensor operands
+# (pytorch/ao@0afa4c1 torchao/float8/float8_linear.py matmul_with_hp_or_float8_args.forward) and the
+# subclass turns aten.mm into torch._scaled_mm (float8_ops.py, @implements([aten.mm.default])) only after
+# the checkpoint's TorchDispatchMode, which takes precedence over tensor subclasses, has counted and
+# saved the aten.mm (tests/test_train_memory_sac.py runs the policy on such a subclass); torchtitan's
+# 2024-12 tables agree: FSDP + compile 77.0 GiB, + Float8 76.8 (benchmarks/llama3_h100_202412_torchtitan.md).
 _OP_SAC_SAVED_MMS = ("q", "v", "gate", "down")
 
 
@@ -98,8 +100,7 @@ def _float8_saving(model: ModelArch, sb: int) -> float:
     return 2 * sb * model.hidden_size * 1 + sb * model.intermediate_size * 1
 
 
-def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool,
-                float8_sac_mms: bool = False) -> LayerSaved:
+def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> LayerSaved:
     sb = w.seq_len * w.micro_batch
     sbh = float(sb * model.hidden_size)
     attn, core = _attention(model, w, index, sb)
@@ -110,19 +111,17 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool,
     if w.float8:
         total -= _float8_saving(model, sb)
     dims = {"q": model.q_dim, "v": model.kv_dim, "gate": model.intermediate_size, "down": model.hidden_size}
-    mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)
-    if w.float8 and not float8_sac_mms:  # Float8 linears run torch._scaled_mm, which the op-SAC save list
-        mms = 0.0  # (aten.mm, SDPA, reduce-scatter, max) does not hold: their outputs are recomputed
+    mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)  # bf16 outputs, Float8 linears' too
     # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
     return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
 
 
 @functools.lru_cache(maxsize=256)
-def _layers_saved(model: ModelArch, w: Workload, full_ft: bool, f8: bool) -> tuple[LayerSaved, ...]:
+def _layers_saved(model: ModelArch, w: Workload, full_ft: bool) -> tuple[LayerSaved, ...]:
     """Every layer's saved tensors; cached because a training plan asks the same workload of every
     card and GPU count (only the parallelism and checkpointing choices around it change)."""
-    return tuple(layer_saved(model, w, i, full_ft=full_ft, float8_sac_mms=f8) for i in range(model.num_layers))
+    return tuple(layer_saved(model, w, i, full_ft=full_ft) for i in range(model.num_layers))
 
 
 @dataclass(frozen=True)
@@ -140,9 +139,8 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
                       residual_bytes: float = 2.0) -> SavedActivations:
     """Per checkpointing policy, for `layers` layers on this pipeline stage. `residual_bytes`: the
     residual stream's element size (4 where the embedding was upcast to fp32: PEFT's k-bit prep)."""
-    f8 = w.float8 and w.grad_ckpt == "op-sac" and find_framework(w.framework).float8_sac_saves_mm
     n = max(1, round(layers))
-    per = _layers_saved(model, w, full_ft, f8)[:n]
+    per = _layers_saved(model, w, full_ft)[:n]
     sbh = residual_bytes * w.seq_len * w.micro_batch * model.hidden_size  # a checkpointed layer's input
     biggest = max(p.total for p in per)
     every = ckpt_every(w.grad_ckpt)
@@ -178,7 +176,8 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool = False) -> float:
+def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool = False,
+               fp32_logits: bool = False) -> float:
     """Peak bytes of the loss, forward or backward, whichever is larger (they do not coexist).
 
     full (transformers loss_utils.ForCausalLMLoss @d0fed636, with F.cross_entropy = log_softmax +
@@ -188,12 +187,21 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool 
     chunked (torchtune CEWithChunkedOutputLoss @ce5433b0: the output projection per chunk, the list of
       bf16 chunks kept until the recipe's `del logits`, F.cross_entropy(chunk.float()) per chunk):
       eager, autograd saves every chunk's fp32 log-probs: 2 + 4 + 4/n forward, 4 + 10/n backward;
-      compiled (the recipe compiles compute_cross_entropy), AOTAutograd's min-cut partitioner keeps the
-      bf16 chunk and per-row statistics and recomputes the softmax: 2 + 6/n (one chunk's fp32 and
-      bf16 gradients at a time).
-    full under torch.compile: as one compiled chunk, 2 + 6 = 8 (torchtitan compiles cross_entropy_loss with
-      the model: torchtitan/components/loss.py@e7c0cae9 build_cross_entropy_loss, since 2024-10-22 except
-      2024-12-18 to 2025-02-20, when it was turned off; HF computes the loss inside the compiled forward).
+      compiled (the recipe compiles compute_cross_entropy, whose .float() is inside the compiled
+      function), AOTAutograd's min-cut partitioner keeps the bf16 chunk and per-row statistics
+      (a reduction's output is 4x smaller than its input, so it is saved, not recomputed) and inductor
+      recomputes the softmax inside the one kernel that writes the chunk's bf16 gradient; the one-hot
+      of nll_loss_backward is a scatter into zeros, which inductor rewrites as a pointwise select
+      (pytorch/pytorch torch/_inductor/fx_passes/post_grad.py scatter_upon_const_tensor; config.py
+      optimize_scatter_upon_const_tensor, default "1": "lower this pattern to a pointwise kernel for more
+      fusion opportunities and saving memory footprint"): 2 + 2/n (one chunk's bf16 gradient).
+    full under torch.compile, the same kernels on one chunk: the logits as the model hands them to the
+      loss (bf16: 2; fp32 where the model upcasts outside the compiled loss, torchtune's
+      TransformerDecoder `self.output(h).float()`: 4) and a gradient of that dtype: 4, or 8 with fp32
+      logits. torchtitan compiles cross_entropy_loss (.float() inside) on its own:
+      torchtitan/components/loss.py@e7c0cae9 build_cross_entropy_loss, since 2024-10-22 except
+      2024-12-18 to 2025-02-20, when it was turned off; HF computes the loss (ForCausalLMLoss, whose
+      upcast is inside) in the compiled forward.
     full, vocabulary-parallel (tensor parallelism with DTensor's loss_parallel, torchtitan's default under
       TP: pytorch/pytorch torch/distributed/tensor/parallel/loss.py, _log_softmax and
       _nll_loss_and_log_softmax_backward): forward keeps the fp32 input, x - max and the result
@@ -212,8 +220,8 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool 
         return 2.0 * min(rows, tokens) * v + 2.0 * tokens * model.hidden_size
     if w.loss == "chunked":
         n = max(1, chunks)
-        per = 2 + 6 / n if w.compile else max(6 + 4 / n, 4 + 10 / n)
+        per = 2 + 2 / n if w.compile else max(6 + 4 / n, 4 + 10 / n)
         return logits * per
-    if w.compile:  # compiled with the model (HF: the loss runs inside forward) or on its own (torchtitan's
-        return logits * (2 + 6.0)  # build_cross_entropy_loss): the compiled chunk formula with one chunk
+    if w.compile:  # the logits held and their gradient, in the dtype the model hands the loss
+        return logits * (8.0 if fp32_logits else 4.0)
     return logits * (16.0 if vocab_parallel else 12.0)

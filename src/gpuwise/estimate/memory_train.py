@@ -294,7 +294,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                              residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     loss = loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
-                      fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1) / tp
+                      fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
