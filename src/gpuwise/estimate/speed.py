@@ -321,32 +321,89 @@ def _decode_gemm_share(model: ModelArch, w: Workload, d: Deployment, r: Rates, p
     return share
 
 
+@dataclass(frozen=True)
+class _GemmShape:
+    """How much slower than the large-GEMM rate a decode step's tiled GEMMs run for their shape
+    (efficiency.toml [overheads] decode_gemm_*): the width part read once per (model, TP)."""
+
+    dense: float  # FLOP-weighted slowdown of the attention and dense-MLP GEMMs (>= 1) for their width
+    rows_half: float  # rows at which a GEMM reaches half its large-GEMM rate
+    rows_ref: float  # the rows of the shapes behind the families' GEMM shares (no slowdown there)
+    rows_min: float  # the fewest rows measured: fewer take its slowdown (their GEMMs read, not compute)
+
+    def rows(self, m: float) -> float:
+        """Slowdown of a GEMM of m (tile-padded) rows against the reference shape (>= 1)."""
+        m = max(m, self.rows_min)
+        return max(1.0, (m + self.rows_half) / m * self.rows_ref / (self.rows_ref + self.rows_half))
+
+
+@functools.lru_cache(maxsize=512)
+def _gemm_shape(model: ModelArch, tp: int) -> _GemmShape:
+    """Each dense GEMM of a layer on one GPU under TP (QKV and gate/up split their outputs, O and down
+    their inputs), slowed by its narrower side w as (w + W) / w x w_ref / (w_ref + W) when below the
+    reference width (w no narrower than the narrowest measured, 512), averaged over the GEMMs weighted
+    by their FLOPs. The routed experts' shards (DeepSeek-V3's 2,048 / TP 8 = 256 wide) lie below the
+    measured widths and take the rows slowdown only."""
+    t = efficiency_table()["overheads"]
+    half, ref = float(t["decode_gemm_width_half"]), float(t["decode_gemm_width_ref"])
+
+    def slow(n: float, k: float) -> float:
+        w = max(min(n, k), 512.0)
+        return max(1.0, (w + half) / w * ref / (ref + half))
+
+    def mean(gemms: list[tuple[float, float]]) -> float:
+        size = sum(n * k for n, k in gemms)
+        return sum(n * k * slow(n, k) for n, k in gemms) / size if size else 1.0
+
+    h = model.hidden_size
+    attn = [((model.q_dim + 2 * model.kv_dim) / tp, h), (h, model.q_dim / tp)]
+    up = 2 if model.gated_mlp else 1
+    mlp = [(up * model.intermediate_size / tp, h), (h, model.intermediate_size / tp)]
+    dense = attn + (mlp if model.moe is None or model.moe.dense_layers else [])
+    if model.moe is not None and model.moe.num_shared_experts:
+        ish = model.moe.shared_intermediate_size * model.moe.num_shared_experts
+        dense = dense + [(up * ish / tp, h), (h, ish / tp)]
+    return _GemmShape(dense=mean(dense), rows_half=float(t["decode_gemm_rows_half"]),
+                      rows_ref=float(t["decode_gemm_rows_ref"]), rows_min=float(t["decode_gemm_rows_min"]))
+
+
 def _gemm_compute_seconds(model: ModelArch, w: Workload, d: Deployment, batch: int, tp: int,
                           rate: float) -> float:
     """FLOP time of a decode step's linear layers at `rate` (large-GEMM FLOP/s). The pool engines
     run them as tiled GEMMs whose rows come in whole tiles (tile quantization: efficiency.toml
     [overheads] gemm_tile_rows), so m tokens cost ceil(m / tile) tiles; MoE experts each see
     batch x top-k / (experts touched) tokens, and a few tokens an expert still fill a tile (weight-only
-    Marlin: its 16-row tile, efficiency.toml marlin_tile_rows).
+    Marlin: its 16-row tile, efficiency.toml marlin_tile_rows). A tiled GEMM of few rows, or one whose
+    narrower side TP has cut down, runs below the large-GEMM rate (_gemm_shape); Marlin's plateau
+    (marlin_peak_share) is its own, flat from 64 rows up, and takes no shape slowdown.
     llama.cpp and transformers' batch-1 steps are mat-vec kernels: no tile."""
     p = count_params(model)
     table = efficiency_table()["overheads"]
-    tile = float(table["gemm_tile_rows"]) if d.engine in POOL_ENGINES else 1.0
-    if weight_only(model, w, d):
+    tiled = d.engine in POOL_ENGINES
+    marlin = weight_only(model, w, d)
+    tile = float(table["gemm_tile_rows"]) if tiled else 1.0
+    if marlin:
         tile = float(table["marlin_tile_rows"])  # Marlin's own row tile
+    shape = _gemm_shape(model, tp) if tiled and not marlin else None
 
     def padded(tokens: float) -> float:
         return math.ceil(tokens / tile - 1e-9) * tile / tokens
 
+    dense_factor = padded(batch)
     expert = 0.0
     factor = 1.0
     if model.moe is not None:
         e, k = model.moe.num_experts, model.moe.experts_per_token
         expert = p.experts * k / e  # expert parameters one token runs
         touched = e * (1 - (1 - k / e) ** batch)
-        factor = padded(batch * k / touched)
+        rows = batch * k / touched  # tokens each touched expert sees
+        factor = padded(rows)
+        if shape is not None:
+            factor *= shape.rows(rows * factor)
+    if shape is not None:
+        dense_factor *= shape.dense * shape.rows(batch * dense_factor)
     dense = max(p.active - expert, 0.0)
-    flops = 2 * batch * (dense * padded(batch) + expert * factor)
+    flops = 2 * batch * (dense * dense_factor + expert * factor)
     return flops / (tp * d.pp) / rate
 
 
@@ -375,12 +432,16 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
              "offload": step.offload}
     bound = _bound(step)
     weights = _decode_weight_bytes(model, w, batch) / (tp * d.pp)
-    prefill_tps, ttft = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
+    pre = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
+    ttft = pre.seconds()
+    prefill_tps = pre.prompt / ttft
     # Each request also costs its prefill: B requests of O output tokens take O decode steps plus
     # B prompt prefills (continuous batching interleaves them; their compute adds up).
     out = w.output_len
-    throughput = batch * out / (batch * out / decode_rate + batch * w.prompt_len / prefill_tps / d.pp)
-    stall = _prefill_stall(w, d, batch, prefill_tps)
+    # Under load the waiting prompts fill whole prefill forwards: each adds its packed cost.
+    packed = pre.packed if w.prompt_len else 0.0
+    throughput = batch * out / (batch * out / decode_rate + batch * packed / d.pp)
+    stall = _prefill_stall(w, d, batch, pre.prompt / pre.packed)
     loaded = tpot + stall  # what each user sees per output token
     return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
@@ -411,27 +472,59 @@ def _bound(step: _Step) -> str:
     return max(parts, key=lambda k: parts[k])
 
 
+@dataclass(frozen=True)
+class _Prefill:
+    """One prompt's prefill, by part (seconds), and how many prompt tokens the engine packs into one
+    forward when several prompts wait (efficiency.toml [overheads] prefill_batch_tokens)."""
+
+    prompt: int  # tokens of one prompt (at least 1)
+    compute: float  # its FLOPs at the prefill rate
+    read: float  # one pass over the weights (shared by every prompt of a packed forward)
+    comm: float  # its all-reduces under tensor parallel
+    offload: float  # weights kept off the GPU, crossing the host link once per forward
+    budget: int  # prompt tokens one forward holds (>= prompt)
+
+    def seconds(self, prompts: float = 1.0) -> float:
+        """`prompts` prompts prefilled together: their FLOPs add; the weights are read once per
+        forward of `budget` tokens (a prompt alone reads them all, as its TTFT does)."""
+        forwards = max(1.0, math.ceil(prompts * self.prompt / self.budget - 1e-9))
+        return max(prompts * self.compute, forwards * self.read) + prompts * self.comm + forwards * self.offload
+
+    @property
+    def packed(self) -> float:
+        """Seconds a prompt adds in a loaded engine, where waiting prompts fill whole forwards."""
+        share = self.prompt / self.budget
+        return max(self.compute, share * self.read) + self.comm + share * self.offload
+
+
+@functools.cache
+def _prefill_batch_tokens(engine: str) -> int:
+    """Prompt tokens one prefill forward packs (efficiency.toml [overheads] prefill_batch_tokens;
+    1 where the engine prefills one request at a time)."""
+    return int(efficiency_table()["overheads"]["prefill_batch_tokens"].get(engine, 1))
+
+
 def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates, tp: int,
-             precision: Precision, weights: float) -> tuple[float, float]:
+             precision: Precision, weights: float) -> _Prefill:
     """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
-    at the family's prefill fraction of peak (FP8 at its own GEMM share); TP adds two all-reduces
-    of the prompt per layer; weights kept off the GPU cross PCIe once per prompt (llama.cpp too:
-    it offloads large batches' CPU layers to the GPU)."""
+    at the family's prefill fraction of peak (FP8 at its own GEMM share), or the time to read the
+    weights once, whichever is longer; TP adds two all-reduces of the prompt per layer; weights kept
+    off the GPU cross PCIe once per forward (llama.cpp too: it offloads large batches' CPU layers
+    to the GPU)."""
     prompt = max(w.prompt_len, 1)  # a request of one token still prefills that token
     p = count_params(model)
     flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
     base = r.prefill_llamacpp if d.engine == "llamacpp" and r.prefill_llamacpp else r.prefill
     rate = base * r.gemm_at(precision) / r.gemm
-    t = max(flops / (_peak_flops(d, precision) * rate), weights / r.mem_bw)
     msg = prompt * model.hidden_size * 2.0
-    t += 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
+    comm = 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
         total = weight_bytes(model, w.weights).total / tp
         off_gpu = total * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
-    t += off_gpu / link
-    return prompt / t, t
+    return _Prefill(prompt=prompt, compute=flops / (_peak_flops(d, precision) * rate), read=weights / r.mem_bw,
+                    comm=comm, offload=off_gpu / link, budget=max(prompt, _prefill_batch_tokens(d.engine)))
 
 
 def output_lengths(requests: int, mean: int, cap: int) -> list[int]:
@@ -465,7 +558,8 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
     if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < slots:
         slots = int(cap.max_concurrency)
     lengths = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
-    prefill = max(w.prompt_len, 1) / steady.prefill_tokens_per_s
+    weights = _decode_weight_bytes(model, w, slots) / (tp * d.pp)
+    pre = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
     stage: dict[int, _Step] = {}
 
     def step_time(batch: int, held: float) -> tuple[float, float]:
@@ -486,11 +580,14 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
     gaps: list[tuple[float, int]] = []  # (a step's time without its pause, tokens it gives)
     waiting = len(lengths)
     while waiting or running:
+        admitted = 0
         while waiting and len(running) < slots:
             heapq.heappush(running, (step + next(queue), step))
             began += step
             waiting -= 1
-            seconds += prefill
+            admitted += 1
+        if admitted:  # the prompts admitted together fill whole prefill forwards
+            seconds += pre.seconds(admitted)
         steps = running[0][0] - step  # until the next request finishes, the batch stays the same
         n = len(running)
         held = n * w.prompt_len + n * (step + steps / 2) - began  # each holds its prompt and its output so far
