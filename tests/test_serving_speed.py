@@ -335,11 +335,12 @@ def test_weight_only_marlin_decodes_at_its_plateau_once_compute_bound() -> None:
     """An FP8 checkpoint on an A100 (no FP8 tensor cores) runs fp8_marlin, W8A16: half the bytes of
     bf16 at batch 1, but at a large batch its GEMMs stop at Marlin's plateau (efficiency.toml
     marlin_peak_share, 0.45 of the 16-bit peak, from vllm PR #2497's bench), below cuBLAS's bf16."""
+    from gpuwise.catalog.arch import ModelArch
     from gpuwise.catalog.presets import find_preset
     from gpuwise.estimate.links import efficiency_table
     from gpuwise.estimate.speed import _gemm_shape
 
-    def _llama8b():  # type: ignore[no-untyped-def]
+    def _llama8b() -> ModelArch:
         preset = find_preset("llama-3.1-8b")
         assert preset is not None
         return preset.arch()
