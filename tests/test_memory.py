@@ -224,12 +224,13 @@ def test_optimizer_in_backward_holds_one_parameters_gradient_not_the_buffer() ->
 
 def test_8bit_adamw_keeps_about_2_bytes_per_parameter_of_states() -> None:
     mem = _train(task="full", framework="torchtune", optimizer="adamw8bit", grad_ckpt="full")
-    assert _item(mem, "optimizer") == pytest.approx(2 * 8_030_261_248, rel=0.01)
+    assert _item(mem, "optimizer") == pytest.approx((2 + 8 / 256) * 8_030_261_248, rel=0.01)  # + absmax a 256 block
 
 
 def test_paged_8bit_states_leave_the_gpu_peak_for_pageable_host_memory() -> None:
     mem = _train(task="full", framework="torchtune", optimizer="paged-adamw8bit", grad_ckpt="full")
-    assert _item(mem, "optimizer") == 0 and mem.host.cpu_ram == pytest.approx(2 * 8_030_261_248, rel=0.01)  # type: ignore[attr-defined]
+    assert _item(mem, "optimizer") == 0 and mem.host.cpu_ram == pytest.approx(  # type: ignore[attr-defined]
+        (2 + 8 / 256) * 8_030_261_248, rel=0.01)
     assert mem.warnings  # type: ignore[attr-defined]
 
 

@@ -32,8 +32,9 @@ from gpuwise.units import GiB
 # SGD: momentum. Adafactor (beta1 None, the HF default): factored second moments, rows + cols, ~0.
 _STATES = {"adamw": 2.0, "sgd": 1.0, "adafactor": 0.0}
 # bitsandbytes 8-bit Adam (Dettmers et al. 2022): m and v at 1 byte each, plus one fp32 absmax per
-# 2,048-value block per state. The paged variant is the same on the GPU, in pageable unified memory.
-_8BIT_BYTES = 2.0 + 2 * 4 / 2048
+# 256-value block per state (bitsandbytes/optim/optimizer.py Optimizer8bit.init_state, block_wise:
+# 'blocks = n // 256', absmax1 and absmax2 float32). The paged variant keeps the same bytes in unified memory.
+_8BIT_BYTES = 2.0 + 2 * 4 / 256
 # Caching-allocator slack: what torch.cuda.max_memory_reserved adds over max_memory_allocated. It
 # follows the loss's tensors, not the saved activations. A step allocates its checkpointed layer inputs
 # at the same sizes in the same order every time, so they reuse their own cached blocks; the loss's
