@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.cards import load_cards, resolve_card
-from gpuwise.catalog.prices import load_prices
+from gpuwise.catalog.prices import price_offers
 from gpuwise.catalog.sources import load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.workload import TASKS, Workload, choose
@@ -187,8 +187,9 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
                       weights=req.weights, global_batch=global_batch, replicas=req.replicas,
                       engine=req.engine, engine_version=req.engine_version,
                       grad_ckpt_options=_ckpt_options(req) if req.grad_ckpt == "auto" else (req.grad_ckpt,))
-    # read once per plan (with the user's files), not once per candidate
-    offers = tuple(load_prices([req.prices_file] if req.prices_file else []))
+    # read once per plan (with the user's files), not once per candidate; the same tuple while
+    # no price file changed
+    offers = price_offers([req.prices_file] if req.prices_file else [])
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
     return model, w, targets, opts

@@ -195,6 +195,26 @@ def load_prices(extra: Sequence[Path | str] = ()) -> list[PriceOffer]:
     return _merge(list(_shipped_offers()), files)
 
 
+# The offers of `price_offers`, by each file's path, size and modification time: the same tuple
+# while no file changed (a plan keys its price caches by the tuple's identity). Cleared when full.
+_LOADED: dict[tuple[tuple[str, int, int], ...], tuple[PriceOffer, ...]] = {}
+
+
+def price_offers(extra: Sequence[Path | str] = ()) -> tuple[PriceOffer, ...]:
+    """`load_prices` as a tuple, the same object while none of the files changed."""
+    files = user_price_files() + [Path(p) for p in extra]
+    try:
+        stamp = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in (p.stat(),))
+    except OSError:  # read as usual: the reader says what is wrong with the file
+        return tuple(_merge(list(_shipped_offers()), files))
+    found = _LOADED.get(stamp)
+    if found is None:
+        if len(_LOADED) >= 16:
+            _LOADED.clear()
+        found = _LOADED[stamp] = tuple(_merge(list(_shipped_offers()), files))
+    return found
+
+
 def _merge(base: list[PriceOffer], paths: Sequence[Path]) -> list[PriceOffer]:
     offers = {o.key: o for o in base}
     for path in paths:
@@ -267,6 +287,12 @@ def providers(offers: Sequence[PriceOffer] | None = None) -> list[str]:
     return sorted({o.provider for o in rows})
 
 
+# Quotes from a tuple of offers (immutable: a plan's CostOptions holds one), by its identity, the
+# tuple pinned beside: a plan asks the same few cards' prices once per configuration it prices.
+# Cleared when full.
+_QUOTES: dict[tuple[int, str, str | None, str, str | None], tuple[tuple[PriceOffer, ...], PriceQuote | None]] = {}
+
+
 def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str = "hourly",
                        offers: Sequence[PriceOffer] | None = None,
                        region: str | None = None) -> PriceQuote | None:
@@ -276,6 +302,19 @@ def price_per_gpu_hour(card_id: str, provider: str | None = None, billing: str =
     CNY offer, else the cheapest offer in any currency. Several regions of one provider: the
     cheapest, unless `region` names one.
     """
+    if not isinstance(offers, tuple):
+        return _quote(card_id, provider, billing, offers, region)
+    key = (id(offers), card_id, provider, billing, region)
+    found = _QUOTES.get(key)
+    if found is None or found[0] is not offers:
+        if len(_QUOTES) >= 4096:
+            _QUOTES.clear()
+        found = _QUOTES[key] = (offers, _quote(card_id, provider, billing, offers, region))
+    return found[1]
+
+
+def _quote(card_id: str, provider: str | None, billing: str, offers: Sequence[PriceOffer] | None,
+           region: str | None) -> PriceQuote | None:
     rows = list(offers) if offers is not None else load_prices()
     if billing not in BILLINGS:
         raise unknown_name(Text("billing mode", "计费方式"), billing, BILLINGS, "gpuwise prices --help")

@@ -96,6 +96,10 @@ class Workload:
         if bad:
             _fail(f"Unknown --lora-targets {', '.join(bad)}: use {', '.join(LORA_TARGETS)}.",
                   f"未知的 --lora-targets {', '.join(bad)}：可用 {', '.join(LORA_TARGETS)}。")
+        # worked out once (in the instance's __dict__, not a field: equality, `replace` and `asdict`
+        # see only the fields): an estimate reads them tens of times, a plan thousands
+        out = self.output_tokens or max(1, min(self.context // 4, 1024))
+        self.__dict__["_lens"] = (out, self.context - out)
 
     @property
     def is_training(self) -> bool:
@@ -105,11 +109,13 @@ class Workload:
     def output_len(self) -> int:
         """Generated tokens per request: --output-tokens, else a chat-like quarter of the
         context, at most 1,024."""
-        return self.output_tokens or max(1, min(self.context // 4, 1024))
+        lens: tuple[int, int] = self.__dict__["_lens"]
+        return lens[0]
 
     @property
     def prompt_len(self) -> int:
-        return self.context - self.output_len
+        lens: tuple[int, int] = self.__dict__["_lens"]
+        return lens[1]
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ class _Request:
     opts: CostOptions
     training: bool
     valid: dict[tuple[int, int, str], bool] = field(default_factory=dict)
+    grid_valid: dict[tuple[int, str], list[bool]] = field(default_factory=dict)
     replica: dict[tuple[int, int], Workload] = field(default_factory=dict)
     same: dict[Workload, Workload] = field(default_factory=dict)
     parts: dict[tuple[int, int], Serving | GpuwiseError] = field(default_factory=dict)
@@ -148,6 +149,15 @@ class _Request:
             except GpuwiseError:
                 found = False  # refused as `estimate` would refuse it
             self.valid[key] = found
+        return found
+
+    def valid_grid(self, workloads: list[Workload], d: Deployment) -> list[bool]:
+        """`is_valid` of each of the grid's workloads (the same list for every card of the
+        request) on d's card and engine."""
+        key = (id(d.card), d.engine)
+        found = self.grid_valid.get(key)
+        if found is None:
+            found = self.grid_valid[key] = [self.is_valid(w, d) for w in workloads]
         return found
 
     def per_replica(self, w: Workload, replicas: int) -> Workload:
@@ -279,20 +289,20 @@ def _short(c: Candidate) -> float:
     return c.memory.breakdown.required - c.memory.usable  # as rank.why_not measures the closest
 
 
-def _settle(req: _Request, tried: list[tuple[int, Candidate]], aside: list[tuple[float, int]],
+def _settle(req: _Request, tried: list[tuple[int, Candidate]], aside: list[tuple[float, float, int]],
             config: Callable[[int], Config]) -> None:
-    """Estimate what was set aside (floor, place) where the plan's reasons read it. A card with
-    something that fits and nothing that passes names the formats that fit among all it tried:
-    every one is estimated. A card where nothing fits names its closest attempt (the least short,
+    """Estimate what was set aside (least bytes, budget cap, place) where the plan's reasons read
+    it. A card with something that fits and nothing that passes names the formats that fit among
+    all it tried: every one is estimated. A card where nothing fits names its closest attempt (the least short,
     the first of equals in the search's order): those set aside are estimated least floor first
     while their floor could still tie or beat the closest so far; the rest are short by more."""
     if any(c.ok for _, c in tried):
         return
     if any(c.fits for _, c in tried):
-        tried += [(i, req.evaluate(config(i))) for _, i in aside]
+        tried += [(i, req.evaluate(config(i))) for _, _, i in aside]
         return
     best = min((_short(c) for _, c in tried), default=math.inf)
-    for floor, i in sorted(aside):
+    for floor, i in sorted((floor_of(least, cap), i) for least, cap, i in aside):
         if floor > best:
             break
         found = req.evaluate(config(i))
@@ -364,56 +374,64 @@ def _card(req: _Request, configs: list[Config], order: Order,
 
 
 # Each engine-layout list's shape (search.engine_layouts keeps the lists), by its identity, the
-# list pinned beside: its distinct deployments, and each layout with its GPU count and deployment.
-_SHAPES: dict[int, tuple[list[Engine], list[Deployment], list[tuple[int, Deployment, int, int, int, int]]]] = {}
+# list pinned beside: its distinct deployments, each with the budget cap `_limit` makes of it, its
+# settings token and how many layouts use it; and the layouts by GPU count (what the prefix reads
+# of a layout), each with its place, deployment, replicas, nodes and the deployment's index. A
+# token is never given to other settings (`_token`), so one kept here past a clearing of `_KNOWN`
+# only misses the memos keyed by the newer one.
+Layout = tuple[int, Deployment, int, int, int]
+Fixed = tuple[Deployment, tuple[float, float], int, int]  # deployment, (cap, limit), settings, uses
+_SHAPES: dict[int, tuple[list[Engine], list[Fixed], list[tuple[int, list[Layout]]]]] = {}
 
 
-def _shape(serving: list[Engine]) -> tuple[list[Deployment], list[tuple[int, Deployment, int, int, int, int]]]:
+def _shape(serving: list[Engine]) -> tuple[list[Fixed], list[tuple[int, list[Layout]]]]:
     found = _SHAPES.get(id(serving))
     if found is None:
         if len(_SHAPES) >= 8192:
             _SHAPES.clear()
         at: dict[int, int] = {}
         deployments: list[Deployment] = []
-        for d, _, _ in serving:
+        uses: list[int] = []
+        by_gpus: dict[int, list[Layout]] = {}
+        for j, (d, replicas, nodes) in enumerate(serving):
             if id(d) not in at:
                 at[id(d)] = len(deployments)
                 deployments.append(d)
-        shape = [(j, d, replicas, nodes, d.gpus * d.nodes * replicas, at[id(d)])
-                 for j, (d, replicas, nodes) in enumerate(serving)]
-        found = _SHAPES[id(serving)] = (serving, deployments, shape)
+                uses.append(0)
+            uses[at[id(d)]] += 1
+            by_gpus.setdefault(d.gpus * d.nodes * replicas, []).append((j, d, replicas, nodes, at[id(d)]))
+        fixed = [(d, _limit(budget_cap(rules_for(d), d)), _known(d)[0], n) for d, n in zip(deployments, uses, strict=True)]
+        found = _SHAPES[id(serving)] = (serving, fixed, list(by_gpus.items()))
     return found[1], found[2]
+
+
+def _limit(cap: float | None) -> tuple[float, float]:
+    """A budget cap (0 for none) and the least bytes above which `floor_of` is above 0 (the
+    floor's millionth is far wider than the rounding of this division)."""
+    return (0.0, math.inf) if cap is None else (cap, cap * (1 + 1e-6) / (1 - 1e-6))
 
 
 def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order: Order,
           card: Card) -> tuple[list[tuple[int, Candidate]], int]:
     """`_card` for serving's grid (`search.serving_grid`): configuration i is workload i // S with
-    engine layout i % S. The prefix is worked out per layout, `check_valid` and the budget cap
+    engine layout i % S. The prefix is worked out per GPU count, `check_valid` and the budget cap
     per workload and deployment, and a configuration is visited only with its group: its floor
     from the least bytes the request found for its workload, replicas and settings."""
     prefix, size = order.prefix, len(serving)
-    deployments, shape = _shape(serving)
-    known = [([req.is_valid(w, d) for w in workloads], budget_cap(rules_for(d), d), req.setting(d))
-             for d in deployments]
-    counts = [valid.count(True) for valid, _, _ in known]
-    heads: dict[int, Head] = {}  # by GPU count
-    layouts: dict[Head, list[tuple[int, Deployment, int, int, list[bool], float | None, int]]] = {}
-    accepted = 0
-    for j, d, replicas, nodes, gpus, at in shape:
-        valid, cap, token = known[at]
-        accepted += counts[at]
-        head: Head = ()
-        if prefix is not None:
-            found = heads.get(gpus)
-            head = heads[gpus] = prefix(card, gpus) if found is None else found
-        layouts.setdefault(head, []).append((j, d, replicas, nodes, valid, cap, token))
+    fixed, by_gpus = _shape(serving)
+    known = [(req.valid_grid(workloads, d), limits, token) for d, limits, token, _ in fixed]
+    accepted = sum(valid.count(True) * n for (valid, _, _), (_, _, _, n) in zip(known, fixed, strict=True))
+    layouts: dict[Head, list[list[Layout]]] = {}
+    for gpus, members in by_gpus:
+        layouts.setdefault(() if prefix is None else prefix(card, gpus), []).append(members)
     leasts = req.leasts
     tried: list[tuple[int, Candidate]] = []
-    aside: list[tuple[float, int]] = []
+    aside: list[tuple[float, float, int]] = []  # least bytes, budget cap, place
     pruning = prefix is not None
-    for head, members in sorted(layouts.items(), key=lambda hm: hm[0]):
+    for head, runs in sorted(layouts.items(), key=lambda hm: hm[0]):
         group: list[tuple[int, Candidate]] = []  # in any order: the candidates are sorted by place
-        for j, d, replicas, nodes, valid, cap, token in members:
+        for j, d, replicas, nodes, at in itertools.chain.from_iterable(runs):
+            valid, (cap, limit), token = known[at]
             row = leasts.get((replicas, token))  # by workload, the same on every card
             if row is None:
                 row = leasts[replicas, token] = [None] * len(workloads)
@@ -424,9 +442,8 @@ def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order
                     least = row[k]
                     if least is None:
                         least = row[k] = req.part(req.per_replica(w, replicas), d).least
-                    floor = -math.inf if cap is None else floor_of(least, cap)
-                    if floor > 0:
-                        aside.append((floor, k * size + j))
+                    if least > limit:  # short of the card even with nothing but the least: aside
+                        aside.append((least, cap, k * size + j))
                     else:
                         group.append((k * size + j, req.evaluate((w, d, replicas, nodes))))
                 except GpuwiseError:

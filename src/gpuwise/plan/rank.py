@@ -116,17 +116,22 @@ def _value_key(obj: Objective, c: Candidate) -> float:
 
 
 # The hourly prefixes by (card, GPUs), kept across requests for the same price rows, provider,
-# billing and stage preference: pure functions of those (the offers hashed once per request). The
-# shipped files read when no offers are given may change, so those stay with their request.
-_PREFIXES: dict[tuple[object, ...], dict[tuple[str, int], tuple[float, ...]]] = {}
+# billing and stage preference: pure functions of those. The rows by the identity of their tuple
+# (prices.price_offers keeps one while no price file changes), pinned beside. The shipped files
+# read when no offers are given may change, so those stay with their request.
+_PREFIXES: dict[tuple[object, ...], tuple[object, dict[tuple[str, int], tuple[float, ...]]]] = {}
 
 
 def _prefixes(opts: CostOptions, one_first: bool) -> dict[tuple[str, int], tuple[float, ...]]:
     if opts.offers is None:
         return {}
-    if len(_PREFIXES) >= 64:
-        _PREFIXES.clear()
-    return _PREFIXES.setdefault((opts.offers, opts.provider, opts.billing, one_first), {})
+    key = (id(opts.offers), opts.provider, opts.billing, one_first)
+    found = _PREFIXES.get(key)
+    if found is None or found[0] is not opts.offers:
+        if len(_PREFIXES) >= 64:
+            _PREFIXES.clear()
+        found = _PREFIXES[key] = (opts.offers, {})
+    return found[1]
 
 
 def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
