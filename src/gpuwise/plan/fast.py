@@ -400,7 +400,8 @@ def _shape(serving: list[Engine]) -> tuple[list[Fixed], list[tuple[int, list[Lay
                 uses.append(0)
             uses[at[id(d)]] += 1
             by_gpus.setdefault(d.gpus * d.nodes * replicas, []).append((j, d, replicas, nodes, at[id(d)]))
-        fixed = [(d, _limit(budget_cap(rules_for(d), d)), _known(d)[0], n) for d, n in zip(deployments, uses, strict=True)]
+        fixed = [(d, _limit(budget_cap(rules_for(d), d)), _known(d)[0], n)
+                 for d, n in zip(deployments, uses, strict=True)]
         found = _SHAPES[id(serving)] = (serving, fixed, list(by_gpus.items()))
     return found[1], found[2]
 
