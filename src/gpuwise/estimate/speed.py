@@ -20,7 +20,7 @@ import functools
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
@@ -333,8 +333,9 @@ class _GemmShape:
 
     def rows(self, m: float) -> float:
         """Slowdown of a GEMM of m (tile-padded) rows against the reference shape (>= 1)."""
-        m = max(m, self.rows_min)
-        return max(1.0, (m + self.rows_half) / m * self.rows_ref / (self.rows_ref + self.rows_half))
+        m = max(self.rows_min, m)
+        slow = (m + self.rows_half) / m * self.rows_ref / (self.rows_ref + self.rows_half)
+        return max(1.0, slow)
 
 
 @functools.lru_cache(maxsize=512)
@@ -435,13 +436,13 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     pre = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
     ttft = pre.seconds()
     prefill_tps = pre.prompt / ttft
+    packed = pre.packed
     # Each request also costs its prefill: B requests of O output tokens take O decode steps plus
     # B prompt prefills (continuous batching interleaves them; their compute adds up).
     out = w.output_len
     # Under load the waiting prompts fill whole prefill forwards: each adds its packed cost.
-    packed = pre.packed if w.prompt_len else 0.0
-    throughput = batch * out / (batch * out / decode_rate + batch * packed / d.pp)
-    stall = _prefill_stall(w, d, batch, pre.prompt / pre.packed)
+    throughput = batch * out / (batch * out / decode_rate + (batch * packed / d.pp if w.prompt_len else 0.0))
+    stall = _prefill_stall(w, d, batch, pre.prompt / packed)
     loaded = tpot + stall  # what each user sees per output token
     return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
@@ -472,8 +473,7 @@ def _bound(step: _Step) -> str:
     return max(parts, key=lambda k: parts[k])
 
 
-@dataclass(frozen=True)
-class _Prefill:
+class _Prefill(NamedTuple):
     """One prompt's prefill, by part (seconds), and how many prompt tokens the engine packs into one
     forward when several prompts wait (efficiency.toml [overheads] prefill_batch_tokens)."""
 
@@ -487,6 +487,8 @@ class _Prefill:
     def seconds(self, prompts: float = 1.0) -> float:
         """`prompts` prompts prefilled together: their FLOPs add; the weights are read once per
         forward of `budget` tokens (a prompt alone reads them all, as its TTFT does)."""
+        if prompts == 1.0:
+            return max(self.compute, self.read) + self.comm + self.offload
         forwards = max(1.0, math.ceil(prompts * self.prompt / self.budget - 1e-9))
         return max(prompts * self.compute, forwards * self.read) + prompts * self.comm + forwards * self.offload
 
