@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
+from gpuwise.catalog.prices import price_per_gpu_hour
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, replica_users, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
@@ -71,12 +72,15 @@ class Order:
 
     `key` sorts the candidates. `prefix(card, gpus)`: items of the key known before any estimate,
     None to estimate everything. `known(key)`: those items read back from a full key, to check the
-    prediction. `final(c)`: a passing candidate no configuration with a larger prefix can beat."""
+    prediction. `final(c)`: a passing candidate no configuration with a larger prefix can beat.
+    `priced_only`: only priced candidates are ranked (rank.priced_only), and the key of one with no
+    price reads nothing of its speed or cost."""
 
     key: SortKey
     prefix: Callable[[Card, int], tuple[float, ...]] | None = None
     known: Callable[[tuple[float, ...]], tuple[float, ...]] = _whole
     final: Callable[[Candidate], bool] = _always
+    priced_only: bool = False  # a candidate with no price is never ranked: its key reads no speed
 
 
 # Every setting of a deployment but its card (the card enters a memory estimate only as twin()).
@@ -136,6 +140,20 @@ class _Request:
     leasts: dict[tuple[int, int], list[float | None]] = field(default_factory=dict)
     memory: dict[tuple[int, int], MemoryResult] = field(default_factory=dict)
     speed: dict[tuple[int, int], InferSpeed | TrainSpeed] = field(default_factory=dict)
+    # whether a card's configurations go without speed and cost (`speedless`), by card id
+    bare: dict[str, bool] = field(default_factory=dict)
+    speed_free: bool = False  # unpriced configurations need no speed: see `speedless`
+
+    def speedless(self, card: Card) -> bool:
+        """A configuration on a card no price file lists is never ranked where only priced plans
+        are (`Order.priced_only`): it is listed as fitting without a price, by memory alone, unless
+        a target reads its speed (then it must be met to be listed). Its speed and cost are not
+        estimated."""
+        found = self.bare.get(card.id)
+        if found is None:
+            found = self.bare[card.id] = self.speed_free and price_per_gpu_hour(
+                card.id, self.opts.provider, self.opts.billing, self.opts.offers) is None
+        return found
 
     def is_valid(self, w: Workload, d: Deployment) -> bool:
         """`check_valid`, once per workload, card and engine: what it reads of a deployment
@@ -215,6 +233,10 @@ class _Request:
         nodes = d.nodes if self.training else nodes
         if not mem.fits:
             return Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
+        if self.speedless(d.card):
+            c = Candidate(w1, d, mem, replicas=replicas, users=w.concurrency, nodes=nodes)
+            unmet = requirement_failures(c, self.t)  # target_failures reads nothing of it here
+            return dataclasses.replace(c, unmet=tuple(unmet)) if unmet else c
         one = self.speed.get(key)
         if one is None:
             one = self.speed[key] = speed_of(self.model, w1, d, mem, inter_node_gbps=self.opts.inter_node_gbps)
@@ -466,7 +488,8 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     """Each card's configurations best first (those that cannot rank first on the card may be left
     out when the order has a prefix, and those that fit nothing unless a reason names them), how
     many configurations the search covered, and how many memory and speed estimates it ran."""
-    req = _Request(model, t, opts, w.is_training)
+    speed_targets = bool(t.min_throughput or t.max_ttft or t.min_tokens_per_s_per_user)  # as target_failures reads
+    req = _Request(model, t, opts, w.is_training, speed_free=order.priced_only and not speed_targets)
     order = remembered(order)  # the keys a search works out, once each
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}

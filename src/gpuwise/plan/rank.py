@@ -92,16 +92,27 @@ def _bucket(value: float | None) -> float:
     return math.floor(math.log(value) / math.log(TIE)) if value is not None and 0 < value < math.inf else math.inf
 
 
+def priced_only(obj: Objective, stage: str | None) -> bool:
+    """Whether only priced plans are ranked: by cost for certain, and by speed within a stage,
+    which the guides price too. Plain --objective speed may rank a card that has no price."""
+    return not obj.higher_is_better or stage is not None
+
+
 def sort_key(obj: Objective, stage: str | None) -> SortKey:
     """Headroom first, then the objective (ties within 3 %), then fewer GPUs, then speed. A
     configuration that fits at the estimate but not at the top of its 80 % memory band ("tight":
     a one-in-ten chance of running out of memory) ranks below every one that fits at the top, so a
     LoRA without activation checkpointing at 23.6 of 23.6 GiB loses to the same card with it. The
     validate stage puts one-GPU configurations first: it proves the pipeline on the cheapest
-    machine that runs it."""
+    machine that runs it. Where only priced plans are ranked, one with no price is never ranked:
+    it is keyed by headroom and GPUs alone (its card is listed as fitting at its fewest GPUs, at
+    the first precision tried there, the most exact), so the search need not estimate its speed."""
     one_first = stage == "validate"
+    unranked = priced_only(obj, stage)
 
     def key(c: Candidate) -> tuple[float, ...]:
+        if unranked and c.cost is None:
+            return float(one_first and c.gpus_total > 1), float(c.tight), math.inf, c.gpus_total, 0.0
         return (float(one_first and c.gpus_total > 1), float(c.tight), _value_key(obj, c), c.gpus_total,
                 -_tokens_per_s(c))
     return key
@@ -139,8 +150,9 @@ def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
     stage's preference, the offer's price x GPUs, the GPU count) for the search to visit cheap
     configurations first and stop at the first group with a passing one that is not tight."""
     key = sort_key(obj, stage)
+    unranked = priced_only(obj, stage)
     if obj.key != "per_hour":
-        return Order(key)
+        return Order(key, priced_only=unranked)
     one_first = stage == "validate"
     made = _prefixes(opts, one_first)
 
@@ -157,7 +169,7 @@ def search_order(obj: Objective, stage: str | None, opts: CostOptions) -> Order:
 
     def final(c: Candidate) -> bool:
         return not c.tight  # a tight one may still lose to a dearer group that fits at the top
-    return Order(key, prefix, known, final)
+    return Order(key, prefix, known, final, priced_only=unranked)
 
 
 @dataclass(frozen=True)
@@ -385,10 +397,8 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
                       f"在 {tried_fmts} 下没有满足条件的配置，因此也尝试了 4-bit 权重（质量代价见各方案）。"),)
     key = order.key
     heads = [x[0] for x in by_card.values() if x and x[0].ok]
-    # Only priced plans are ranked: by cost for certain, and by speed within a stage, which the
-    # guides price too. Plain --objective speed may rank a card that has no price.
-    priced_only = not obj.higher_is_better or t.stage is not None
-    rankable = [c for c in heads if obj.value(c) is not None and (c.cost is not None or not priced_only)]
+    priced = priced_only(obj, t.stage)
+    rankable = [c for c in heads if obj.value(c) is not None and (c.cost is not None or not priced)]
     ranked = sorted(rankable, key=key)
     plans = ranked[:top]
     winner = plans[0] if plans else None
