@@ -125,7 +125,9 @@ def test_offloaded_gradients_leave_the_gpu_with_the_optimizer_states() -> None:
         r = estimate_json(EstimateRequest(model="llama-3.1-70b", card="a100-80gb-sxm", gpus=8, task="full",
                                           framework="torchtune", zero=3, offload=offload, seq_len=2048))
         return float(r["memory"]["gradients"])
-    assert grads("cpu") < grads("none") / 5
+    # the GPU keeps the layer being reduced and FSDP's reduction in flight (one unit's bf16 gradient and the
+    # output projection's reduce-scatter input), not the 70B model's sharded gradients
+    assert grads("cpu") < grads("none") / 3
 
 
 def test_hf_qlora_keeps_the_non_4bit_parameters_and_the_residual_stream_in_fp32() -> None:

@@ -65,8 +65,10 @@ WHY = {
     "adapters": Text("LoRA adapters r x (d_in + d_out) per target module, in the framework's adapter dtype",
                      "LoRA 适配器：每个目标模块 r × (d_in + d_out)，采用框架的适配器精度"),
     "gradients": Text("gradients of the trainable parameters in the framework's grad dtype, sharded by ZeRO-2+; "
-                      "optimizer-in-backward: one parameter's gradient at a time",
-                      "可训练参数的梯度（框架的梯度精度），ZeRO-2 起切分；反向中更新优化器时只有一个参数的梯度"),
+                      "optimizer-in-backward: one parameter's gradient at a time; FSDP full fine-tuning: plus, in "
+                      "backward, one unit's unsharded gradient and the previous unit's reduce-scatter input",
+                      "可训练参数的梯度（框架的梯度精度），ZeRO-2 起切分；反向中更新优化器时只有一个参数的梯度；"
+                      "FSDP 全参微调在反向中另有一个单元的未切分梯度与上一单元的 reduce-scatter 输入"),
     "optimizer": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
                       "parameter, sharded by ZeRO-1+; 8-bit: 1 byte per state",
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
@@ -203,6 +205,7 @@ class _States:
     host: HostMemory
     head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
     step_temp: float = 0.0  # the optimizer step's own intermediate (foreach AdamW)
+    reducing: float = 0.0  # FSDP backward: a unit's unsharded gradient and the last unit's reduce-scatter input
 
 
 def held_share(counts: ParamBreakdown, ep: int) -> Callable[[int], float]:
@@ -278,9 +281,28 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # ZeRO-3 / FSDP shard the adapters with the rest of each layer's parameters (FSDP2 fully_shard and
     # FSDP1's flat parameter take every parameter of the wrapped layer, frozen or not; DeepSpeed stage 3
     # partitions all of them)
+    reducing = _reducing(model, fw, w, tp, head / p.grad * split if whole else 0.0) if d.zero == 3 and dp > 1 else 0.0
     return _States(weights=weights, adapters=trainable * p.param / split * trained(z3) if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
-                   host=host, head_grad=head, step_temp=temp)
+                   host=host, head_grad=head, step_temp=temp, reducing=reducing)
+
+
+def _reducing(model: ModelArch, fw: Framework, w: Workload, tp: int, head_unit: float) -> float:
+    """What FSDP holds for the gradient reduction during backward, beside the activations left: the
+    unit whose backward runs accumulates its unsharded gradient in the compute dtype (bf16), and the
+    reduce-scatter input of the unit before it (a copy of its gradients in the reduce dtype) is kept
+    until this unit's post-backward waits on it (pytorch/pytorch torch/distributed/fsdp/_fully_shard/
+    _fsdp_param_group.py post_backward: comm_ctx.reduce_scatter_state, freed only at the next unit's
+    reduce; FSDP1 frees an unsharded gradient only after its reduce-scatter on the post-backward
+    stream). The first unit backward reduces is the output projection where it is a unit of its own
+    (torchtune's custom_sharded_layers under the chunked loss). Full fine-tuning only (LoRA's gradients
+    are the adapters'); frameworks whose sharding is FSDP (DeepSpeed ZeRO-3 reduces in buckets)."""
+    if fw.sharding not in ("fsdp", "fsdp2") or w.task in ("lora", "qlora"):
+        return 0.0
+    counts = count_params(model)
+    layer = (counts.total - counts.embedding - counts.lm_head) / model.num_layers
+    reduce_bytes = 4.0 if fw.fp32_sharded_params else 2.0  # torchtitan: mixed_precision_reduce float32
+    return (2.0 * layer + reduce_bytes * max(layer, head_unit)) / tp
 
 
 def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
@@ -312,7 +334,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     persistent = st.weights + st.adapters + st.optimizer + st.gather + cublas
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
     phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
-              persistent + max(carried + kept + recompute, st.gradients),  # backward: acts freed as grads grow
+              # backward: acts freed as grads grow, beside the unit being reduced
+              persistent + max(carried + kept + recompute, st.gradients) + st.reducing,
               persistent + st.gradients + st.step_temp)  # optimizer step
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
@@ -327,7 +350,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     device = reserved + outside
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
              Item("adapters", "weights", st.adapters, WHY["adapters"]),
-             Item("gradients", "gradients", st.gradients, WHY["gradients"]),
+             Item("gradients", "gradients", st.gradients + st.reducing, WHY["gradients"]),
              # the step's own intermediate joins the states' line (during the optimizer step only)
              Item("optimizer", "optimizer", st.optimizer + st.step_temp,
                   WHY["step_temp"] if st.step_temp else WHY["optimizer"]),
