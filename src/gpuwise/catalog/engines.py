@@ -47,6 +47,8 @@ RULE_FIELDS: dict[str, FieldSpec] = {
     "non_torch_gib": _F("float", required=True),
     "non_torch_tp_gib": _F("float", required=True),
     "init_gib": _F("float"),
+    "non_torch_nvlink_gib": _F("float"),
+    "init_nvlink_gib": _F("float"),
     "weights_counted": _F("str", choices=("none", "allocated", "reserved")),
     "rotary_cache_bytes": _F("float"),
     "cuda_graph_gib": _F("float", required=True),
@@ -112,6 +114,10 @@ class EngineRules:
     memory_fraction_tp16: float | None = None
     large_excludes: tuple[str, ...] = ()
     init_gib: float = 0.0
+    # a TP group of more than 2 GPUs on an NVLink/NVSwitch node (cards.toml interconnect 'nvlink'):
+    # NCCL's buffers on that fabric; in place of non_torch_tp_gib / init_gib there (0: the same)
+    non_torch_nvlink_gib: float = 0.0
+    init_nvlink_gib: float = 0.0
     # how the engine counts the weights it loaded: none (no torch tensors, or a layout not known),
     # the allocator's allocated blocks, or the reserved segments; the rotary cache's bytes an element
     # (0: the model's dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.engines import EngineRules, engine_rules
@@ -61,6 +61,12 @@ WHY_VISION = Text("start-up profiling of an encoder-decoder VLM (vLLM V0): one i
                   "projector, the residual and norm output, and the MLP's fc1 and GELU outputs",
                   "编码器-解码器多模态模型的启动显存探测（vLLM V0）：每个序列（max_num_seqs）一张图同时经过视觉塔："
                   "稠密 bf16 分块掩码、留给投影层的隐藏状态、残差与归一化输出，以及 MLP 的 fc1 与 GELU 输出")
+WHY_RUNTIME_NVLINK = Text("memory outside torch's allocator at TP > 2 on an NVLink/NVSwitch node: NCCL's buffers for "
+                          "that fabric's channels and the engine's all-reduce buffers, as logged there "
+                          "(data/engines.toml non_torch_nvlink_gib / init_nvlink_gib, by engine version)",
+                          "NVLink/NVSwitch 节点上 TP > 2 时 torch 分配器以外的显存：NCCL 为该互联各通道分配的缓冲区"
+                          "及引擎的 all-reduce 缓冲区，按实测日志计（见 data/engines.toml non_torch_nvlink_gib / "
+                          "init_nvlink_gib，按引擎版本）")
 WHY_GRAPHS = Text("CUDA graphs the engine estimates and charges before sizing the KV pool (vLLM >= 0.21)",
                   "引擎在划分 KV 池之前估算并预留的 CUDA graph 显存（vLLM >= 0.21）")
 
@@ -244,6 +250,31 @@ def _runtime_items(d: Deployment, rules: EngineRules, tp_pp: int) -> list[Item]:
     return items
 
 
+def on_nvlink_fabric(d: Deployment, tp: int) -> bool:
+    """A TP group of more than 2 GPUs on one NVLink/NVSwitch fabric (cards.toml interconnect
+    'nvlink', the group within interconnect_max_gpus): NCCL connects each rank to several peers
+    over many channels there, where 2 GPUs (one peer) or PCIe (few channels) take far less."""
+    card = d.card
+    return tp > 2 and card.interconnect == "nvlink" and tp <= card.interconnect_max_gpus
+
+
+def card_fabric(d: Deployment) -> bool:
+    """What a serving memory estimate reads of d's card beyond its memory and name (the plan's
+    memory twins must agree on it): whether d's TP group is one of more than 2 GPUs on an NVLink
+    fabric (`on_nvlink_fabric`), where the engines' non-torch and start-up memory differ."""
+    return on_nvlink_fabric(d, tensor_parallel_degree(d))
+
+
+def _runtime_on_card(part: Serving, d: Deployment) -> tuple[Item, ...]:
+    """The runtime lines on d's card: the engine's non-torch memory at TP > 2 on an NVLink node
+    where its rule gives one (never below the card-free figure, so `shortfall_floor` holds)."""
+    rules = part.rules
+    if not rules.non_torch_nvlink_gib or not on_nvlink_fabric(d, part.tp):
+        return part.runtime_lines
+    return tuple(replace(i, bytes=max(i.bytes, rules.non_torch_nvlink_gib * GiB), why=WHY_RUNTIME_NVLINK)
+                 if i.key == "runtime" else i for i in part.runtime_lines)
+
+
 @dataclass(frozen=True)
 class _Budget:
     usable: float  # what weights + KV + activations + runtime may add up to
@@ -265,7 +296,8 @@ def _budget(d: Deployment, rules: EngineRules, fixed: float, weights: float, tp:
         return _Budget(budget, max(0.0, budget - fixed))
     frac = d.mem_fraction or engine_fraction(d, rules, tp, mla)
     if rules.pool == "static_fraction":  # SGLang: fraction of the memory free at start, less weights
-        start = card - rules.init_gib * GiB
+        init = rules.init_nvlink_gib if rules.init_nvlink_gib and on_nvlink_fabric(d, tp) else rules.init_gib
+        start = card - init * GiB
         pool = max(0.0, start * frac - weights)
         return _Budget(min(card, start * frac + fixed - weights), pool)
     if rules.pool == "free_fraction":  # TRT-LLM: fraction of what is still free after the profile
@@ -365,13 +397,14 @@ def on_card(model: ModelArch, w: Workload, d: Deployment, part: Serving) -> Memo
     and every setting of `d` but its card): activations, the engine's budget, offload, capacity."""
     rules, tp, on_gpu, kv, state = part.rules, part.tp, part.on_gpu, part.kv, part.state
     acts = _activation_items(model, w, d, tp)
-    fixed = on_gpu + sum(i.bytes for i in acts) + part.runtime_bytes
+    runtime = _runtime_on_card(part, d)
+    fixed = on_gpu + sum(i.bytes for i in acts) + sum(i.bytes for i in runtime)
     budget = _budget(d, rules, fixed, on_gpu, tp, model.mla is not None)
     moved = 0.0
     if d.offload != "none" and fixed + kv + state > budget.usable:  # move just enough weights off the GPU
         moved = min(on_gpu, math.ceil((fixed + kv + state - budget.usable) / MiB) * MiB)
     items = (Item("weights", "weights", on_gpu - moved, WHY_WEIGHTS), *part.kv_lines,
-             *(i for i in acts if i.bytes > 0), *part.runtime_lines)  # the lines above 0, weights and KV always
+             *(i for i in acts if i.bytes > 0), *runtime)  # the lines above 0, weights and KV always
     pool = 0.0 if rules.pool == "grow" else budget.pool + moved
     off_host = (part.weights_all - on_gpu + moved) * d.gpus + part.host_kv
     host = HostMemory(cpu_ram=off_host if d.offload != "nvme" else (part.weights_all - on_gpu) * d.gpus,
