@@ -29,6 +29,7 @@ from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
+from gpuwise.once import once
 from gpuwise.units import GiB
 
 COUNTS = (1, 2, 4, 8)  # GPUs per engine (tensor parallel) or per training node
@@ -81,11 +82,11 @@ class Candidate:
     nodes: int = 1  # machines the deployment needs
     reasons: tuple[Text, ...] = field(default=(), compare=False)
 
-    @functools.cached_property
+    @once
     def fits(self) -> bool:
         return self.memory.fits
 
-    @functools.cached_property
+    @once
     def failures(self) -> tuple[Text, ...]:
         """Why it is not a plan: the memory it lacks, else every target it misses (worded here,
         when asked: most configurations that lose are never shown)."""
@@ -98,7 +99,7 @@ class Candidate:
     def ok(self) -> bool:
         return self.fits and not self.unmet
 
-    @functools.cached_property
+    @once
     def required_high(self) -> float | None:
         """The top of the 80 % band of the memory it needs per GPU, as `gpuwise estimate` gives it
         (estimate/ranges.py `ranges_for`, which neither caps nor floors this band)."""
