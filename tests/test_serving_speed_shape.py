@@ -40,7 +40,7 @@ def test_a_prompt_alone_reads_the_weights_and_packed_prompts_share_them() -> Non
 
 def test_short_prompts_under_load_cost_less_than_one_weight_pass_each() -> None:
     """TRT-LLM 128/128 on an L40S: a prompt alone reads all 8 GB of weights (TTFT), but the engine
-    packs 64 of them into one 8,192-token forward, so the throughput counts their FLOPs, not 64 passes."""
+    packs 16 of them into one 2,048-token forward, so the throughput counts their FLOPs, not 16 passes."""
     kw = {"model": "llama-3.1-8b", "card": "l40s", "weights": "fp8", "kv_dtype": "fp8", "context": 256,
           "output_tokens": 128, "concurrency": 1024, "engine": "trtllm"}
     s = _speed(**kw)
