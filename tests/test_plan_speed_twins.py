@@ -1,9 +1,12 @@
 """The plan search shares one memory estimate between cards that are memory twins (plan/fast.py
 `_Request.twin`): the same usable memory and, for serving, the same large-GPU verdict of the
-engine's rules. That is exact only while a memory estimate reads nothing else of the card. These
-tests hold the estimator to it: a card given another card's memory and name but every other
-field of a different card (family, bandwidth, FP8, interconnect, form factor...) gets the very
-same memory estimate, for serving on every engine and for training.
+engine's rules and the same answer to whether a TP group of more than 2 GPUs sits on an NVLink
+fabric (memory_infer.card_fabric: the engines' NCCL buffers grow there). That is exact only while
+a memory estimate reads nothing else of the card. These tests hold the estimator to it: a card
+given another card's memory and name but every other field of a different card (family,
+bandwidth, FP8, interconnect, form factor...) gets the very same memory estimate, for serving on
+every engine and for training; at TP 4 and 8 the same holds once the twins agree on the fabric,
+and where they do not the estimates may differ (the search keys them apart).
 """
 
 from __future__ import annotations
@@ -53,3 +56,25 @@ def test_a_memory_estimate_reads_only_the_cards_memory_and_name(
         a = estimate_memory(arch, w, Deployment(card=card, **given))  # type: ignore[arg-type]
         b = estimate_memory(arch, w, Deployment(card=twin, **given))  # type: ignore[arg-type]
         assert a == b, (w, given)
+
+
+WIDE = [(Workload(context=8192, concurrency=8), {"engine": "vllm", "gpus": 4}),
+        (Workload(context=8192, concurrency=8, weights="fp8"), {"engine": "sglang", "gpus": 8}),
+        (Workload(context=8192, concurrency=8), {"engine": "trtllm", "gpus": 4})]
+
+
+@pytest.mark.parametrize(("own", "other"), [("h100-sxm", "h100-pcie"), ("a100-80gb-sxm", "rtx-4090"),
+                                            ("l40s", "b200")])
+def test_at_tp_over_2_the_estimate_reads_the_fabric_too(own: str, other: str) -> None:
+    from gpuwise.estimate.memory_infer import card_fabric
+
+    catalog = load_cards()
+    card, rest = catalog.get(own), catalog.get(other)
+    assert card is not None and rest is not None
+    arch = load_model("llama-3.1-70b")
+    twin = dataclasses.replace(hybrid(card, rest), interconnect=card.interconnect,
+                               interconnect_max_gpus=card.interconnect_max_gpus)
+    for w, given in WIDE:
+        d, t = Deployment(card=card, **given), Deployment(card=twin, **given)  # type: ignore[arg-type]
+        assert card_fabric(d) == card_fabric(t)
+        assert estimate_memory(arch, w, d) == estimate_memory(arch, w, t), (own, other, given)

@@ -31,6 +31,7 @@ from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.memory_infer import (
     Serving,
     budget_cap,
+    card_fabric,
     floor_of,
     on_card,
     rules_for,
@@ -113,8 +114,8 @@ def _known(d: Deployment) -> tuple[int, int, int]:
         card, settings = d.card, tuple(getattr(d, f) for f in _SETTINGS)
         large = rules_for(d).is_large(card.name, card.usable_bytes / GiB)
         found = _KNOWN[id(d)] = (d, (_token(("settings", *settings)),
-                                     _token(("twin", card.usable_bytes, large, *settings)),
-                                     _token(("twin", card.usable_bytes, False, *settings))))
+                                     _token(("twin", card.usable_bytes, large, card_fabric(d), *settings)),
+                                     _token(("twin", card.usable_bytes, False, False, *settings))))
     return found[1]
 
 
@@ -191,8 +192,9 @@ class _Request:
 
     def twin(self, d: Deployment) -> int:
         """What a memory estimate reads of a deployment: every setting but the card, and of the card
-        its memory and whether the engine gives it large-GPU defaults (memory_infer.py; training
-        reads the memory alone). Two cards that agree there get the same estimate: the 4 cards of
+        its memory, whether the engine gives it large-GPU defaults and whether the TP group is one
+        of more than 2 GPUs on an NVLink fabric (memory_infer.card_fabric; training reads the memory
+        alone). Two cards that agree there get the same estimate: the 4 cards of
         23.64 GiB, the 4 of 79.15 GiB. tests/test_plan_speed_twins.py holds the estimator to it."""
         return _known(d)[2 if self.training else 1]  # one small number per twin
 
