@@ -118,3 +118,15 @@ def test_cards_that_agree_on_memory_name_and_fabric_get_one_estimate() -> None:
         a, b = Deployment(card=sxm, gpus=gpus), Deployment(card=pcie_twin, gpus=gpus)
         assert (card_fabric(a) == card_fabric(b)) is same
         assert (infer_memory(arch, w, a) == infer_memory(arch, w, b)) is same
+
+
+def test_vllm_v0_counts_the_cuda_context_beside_the_nvlink_buffers() -> None:
+    """V0 before 0.6.5 measures the device's used memory after the profile (context included):
+    its NVLink figure is its TP 1 non-torch memory (context + cuBLAS) plus the 0.7.1 buffers."""
+    old, new = engine_rules("vllm", "0.2.4"), engine_rules("vllm", "0.7")
+    assert old.non_torch_nvlink_gib == pytest.approx(old.non_torch_gib + new.non_torch_nvlink_gib)
+    est = estimate_json(EstimateRequest(model="70b", card="a100-80gb-sxm", gpus=4, context=4096,
+                                        max_num_batched_tokens=4096, engine_version="0.2.4"))
+    assert _runtime(est) == pytest.approx(old.non_torch_nvlink_gib * GiB)
+    # PR #2031 (vLLM main after 0.2.4): Llama-2-70B at TP 4 on 4x A100-80GB, '# GPU blocks: 20865'
+    assert est["capacity"]["kv_tokens"] == pytest.approx(20_865 * 16, rel=0.03)
