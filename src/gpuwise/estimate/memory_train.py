@@ -322,11 +322,10 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
     # The worse of the two stages is the one reported.
-    # Interleaved 1F1B (v model chunks per stage) warms up further: x (1 + (p - 1) / (p v)) (same section).
-    in_flight = min(d.pp, w.grad_accum) if d.pp > 1 else 1
+    # Interleaved 1F1B (v model chunks per stage) warms up further, within the step's micro-batches.
+    in_flight = _first_stage_in_flight(d.pp, d.virtual_stages, w.grad_accum) if d.pp > 1 else 1.0
     if in_flight > 1:
-        interleave = 1 + (d.pp - 1) / (d.pp * d.virtual_stages) if d.virtual_stages > 1 else 1.0
-        first = in_flight * interleave * (kept - acts.head / tp)
+        first = in_flight * (kept - acts.head / tp)
         if first > kept + loss:
             kept, loss = first, 0.0
     context, cublas, nccl = _runtime()
@@ -364,6 +363,19 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                                 framework_reports=fw.peak_reported)
     host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
     return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+
+
+def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
+    """Micro-batches of its layers the first stage holds at the end of warm-up. 1F1B: min(pp, m)
+    forwards before the first backward. Interleaved (v chunks a rank, each 1/v of its layers): rank 0
+    runs (v - 1) pp + 2 (pp - 1) chunk forwards first, capped at all m v of them (Megatron-LM
+    forward_backward_pipelining_with_interleaving num_warmup_microbatches; pytorch/pytorch
+    torch/distributed/pipelining/schedules.py _get_warmup_ops: 'We cannot have more warmup operations
+    than there are number of microbatches, so cap it there'): Korthikanti's pp (1 + (pp - 1) / (pp v))
+    when m is large, all m micro-batches when m = pp."""
+    if v <= 1:
+        return float(min(pp, micro_batches))
+    return min((v - 1) * pp + 2 * (pp - 1), micro_batches * v) / v
 
 
 def _earlier_loss_segments(model: ModelArch, w: Workload, loss: float, tp: int) -> float:
