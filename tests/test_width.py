@@ -85,3 +85,16 @@ def test_every_command_fits_80_and_160_columns_without_splitting_a_word(
 def test_cells_counts_wide_characters_twice() -> None:
     assert cells("GPU 显存") == 4 + 4
     assert all(unicodedata.east_asian_width(ch) == "W" for ch in "显存")
+
+
+def test_prices_in_chinese_read_as_chinese_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The billing mode, unit and currency in Chinese words, each shipped note in Chinese, and the
+    note column kept at 80 columns (Chinese breaks between characters, so its narrowest is one
+    character, not the whole run between two spaces)."""
+    out = render(("prices",), "zh", 80, monkeypatch)
+    assert "按量" in out and "卡时" in out and " 元" in out and "备注" in out
+    assert "指南未注明 SXM" in out and "未核实" in out
+    for english in ("Unverified", "The guide", "gpu_hour", "hourly", "CNY"):
+        assert english not in out, english
+    en = render(("prices",), "en", 80, monkeypatch)
+    assert "GPU-hour" in en and "Unverified" in en and "未核实" not in en

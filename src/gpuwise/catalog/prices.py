@@ -32,6 +32,14 @@ Billing = Literal["hourly", "daily", "weekly", "monthly", "spot"]
 Unit = Literal["gpu_hour", "gpu_day", "gpu_week", "gpu_month"]
 
 BILLINGS: tuple[Billing, ...] = ("hourly", "daily", "weekly", "monthly", "spot")
+# How the page and the command line name a billing mode, a unit and a currency in each language
+# (the JSON and the files keep the ids).
+BILLING_WORDS: dict[str, Text] = {"hourly": Text("hourly", "按量"), "daily": Text("daily", "包日"),
+                                  "weekly": Text("weekly", "包周"), "monthly": Text("monthly", "包月"),
+                                  "spot": Text("spot", "抢占式")}
+UNIT_WORDS: dict[str, Text] = {"gpu_hour": Text("GPU-hour", "卡时"), "gpu_day": Text("GPU-day", "卡日"),
+                               "gpu_week": Text("GPU-week", "卡周"), "gpu_month": Text("GPU-month", "卡月")}
+CURRENCY_WORDS: dict[str, Text] = {"CNY": Text("CNY", "元"), "USD": Text("USD", "美元")}
 # Hours in one unit. A month is 8760 h / 12 = 730 h of round-the-clock use: a prepaid month
 # (包月) costs the same whether or not the GPU is busy, so this is its best-case hourly rate.
 HOURS_PER_UNIT: dict[str, float] = {"gpu_hour": 1, "gpu_day": 24, "gpu_week": 168, "gpu_month": 730}
@@ -55,6 +63,7 @@ PRICE_FIELDS: dict[str, FieldSpec] = {
     "source": FieldSpec("str", required=True),
     "region": FieldSpec("str"),
     "note": FieldSpec("str"),
+    "note_zh": FieldSpec("str"),
 }
 
 
@@ -72,6 +81,7 @@ class PriceOffer:
     as_of: str
     source: str
     note: str = ""
+    note_zh: str = ""  # the note in Chinese, where the file gives one
     origin: str = ""  # the file this row came from
     region: str = ""  # "" = the provider as a whole (no region named)
 

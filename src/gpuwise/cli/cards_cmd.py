@@ -14,6 +14,9 @@ from gpuwise.catalog._datafile import config_dir
 from gpuwise.catalog.card_schema import CARD_FIELDS
 from gpuwise.catalog.cards import Card, ResolvedCard, filter_cards, load_cards, resolve_card
 from gpuwise.catalog.prices import (
+    BILLING_WORDS,
+    CURRENCY_WORDS,
+    UNIT_WORDS,
     PriceOffer,
     PriceQuote,
     load_prices,
@@ -396,6 +399,12 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
         console.print(f"  - {source}", markup=False)
 
 
+def _word(words: dict[str, Text], key: str, lang: Lang) -> str:
+    """A billing mode, unit or currency in the reader's words; one gpuwise has no words for as is."""
+    found = words.get(key)
+    return found.render(lang) if found is not None else key
+
+
 def _render_prices(result: dict[str, Any], lang: Lang) -> None:
     columns = [Column(Text("provider", "来源")), Column(Text("card", "显卡")),
                Column(Text("billing", "计费"), keep=3), Column(Text("price", "价格"), right=True),
@@ -406,8 +415,9 @@ def _render_prices(result: dict[str, Any], lang: Lang) -> None:
         offer = PriceOffer(**row)
         price = f"{offer.low:g}" if offer.low == offer.high else f"{offer.low:g}–{offer.high:g}"
         where = f"{offer.provider} ({offer.region})" if offer.region else offer.provider
-        rows.append([where, offer.card, offer.billing, f"{price} {offer.currency}", offer.unit, offer.as_of,
-                     offer.note])
+        rows.append([where, offer.card, _word(BILLING_WORDS, offer.billing, lang),
+                     f"{price} {_word(CURRENCY_WORDS, offer.currency, lang)}", _word(UNIT_WORDS, offer.unit, lang),
+                     offer.as_of, offer.note_zh or offer.note if lang == "zh" else offer.note])
     console = _console()
     table, dropped = fit_table(console, columns, rows, lang)
     console.print(table)

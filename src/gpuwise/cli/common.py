@@ -187,6 +187,8 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
     from rich.table import Table
     from rich.text import Text as RichText
 
+    from gpuwise.cli.helpfmt import has_cjk, longest_token
+
     heads = [RichText(col.head.render(lang)) for col in columns]
     # a str is plain text (never markup); a rich Text (a styled status word) is kept as it is
     cells = [[cell if isinstance(cell, RichText) else RichText(printable(str(cell))) for cell in row]
@@ -196,7 +198,10 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
     for i, head in enumerate(heads):
         at_head = head.__rich_measure__(console, wide)
         measured = [row[i].__rich_measure__(console, wide) for row in cells]
-        lows.append(max([at_head.minimum, *(m.minimum for m in measured)]))
+        # Chinese breaks between characters: its narrowest is its widest character with the
+        # punctuation that sticks to it, not the whole run between two spaces (Rich's word)
+        lows.append(max([at_head.minimum, *(longest_token(row[i].plain) if has_cjk(row[i].plain) else m.minimum
+                                            for row, m in zip(cells, measured, strict=True))]))
         body.append(max([lows[i], *(m.maximum for m in measured)]))
         highs.append(max(body[i], at_head.maximum))
     shown = list(range(len(columns)))
@@ -236,9 +241,23 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
         table.add_column(heads[i], justify="right" if columns[i].right else "left",
                          width=widths[i], overflow="fold")
     for row in cells:
-        table.add_row(*(row[i] for i in shown))
+        table.add_row(*(_wrapped(row[i], widths[i]) for i in shown))
     dropped = [columns[i].head.render(lang) for i in range(len(columns)) if i not in shown]
     return table, dropped
+
+
+def _wrapped(cell: Any, width: int) -> Any:
+    """A cell holding Chinese broken into lines of `width` cells between characters as well as at
+    spaces (Rich would move a whole run to the next line, then cut it anywhere)."""
+    from rich.text import Text as RichText
+
+    from gpuwise.cli.helpfmt import cells, has_cjk, line_spans
+
+    plain = cell.plain
+    if not has_cjk(plain) or cells(plain) <= width:
+        return cell
+
+    return RichText("\n").join(cell[start:end] for start, end in line_spans(plain, width))
 
 
 def _stacked(console: Any, heads: Sequence[str], cells: Sequence[Sequence[Any]], title: str | None) -> Any:

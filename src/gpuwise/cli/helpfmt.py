@@ -18,11 +18,22 @@ _CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
 _OPEN = "（「『【《“‘"
 _CLOSE = "。，、；：！？）」』】》”’,.;:!?)"  # ASCII ones too: "关, packing" never starts a line with ","
 _TOKEN = re.compile(f"[{_OPEN}]*(?![{_OPEN}{_CLOSE}])[{_CJK}][{_CLOSE}]*|[{_OPEN}]*[^\\s{_CJK}]+[{_CLOSE}]*")
+_HAS_CJK = re.compile(f"[{_CJK}]")
 
 
 def cells(text: str) -> int:
     """Terminal cells: East Asian wide and full-width characters take two."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def has_cjk(text: str) -> bool:
+    return _HAS_CJK.search(text) is not None
+
+
+def longest_token(text: str) -> int:
+    """Cells of the widest piece a line may not break inside: a word, or a CJK character with the
+    punctuation stuck to it."""
+    return max((cells(m.group()) for m in _TOKEN.finditer(text)), default=0)
 
 
 def wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:

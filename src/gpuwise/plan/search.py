@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
+from gpuwise.catalog.prices import CURRENCY_WORDS
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import (
     CostOptions,
@@ -250,7 +251,8 @@ def batch_splits(w: Workload, dp: int, t: Targets) -> Iterator[tuple[int, int]]:
 
 
 def _zh_money(currency: str) -> str:
-    return {"CNY": "元", "USD": "美元"}.get(currency, currency)  # 元, as the page and the CLI say it
+    words = CURRENCY_WORDS.get(currency)  # 元, as the page and the CLI say it
+    return words.zh if words is not None else currency
 
 
 def target_failures(c: Candidate, t: Targets) -> list[Text]:
