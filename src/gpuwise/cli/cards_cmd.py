@@ -25,7 +25,7 @@ from gpuwise.catalog.prices import (
     providers,
 )
 from gpuwise.catalog.prices_import import FORMATS, PriceImport, import_prices
-from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, run_command
+from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, run_command, safe, say
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Lang, Text
 
@@ -366,8 +366,8 @@ FIELD_WORDS: dict[str, Text] = {
 def _render_detail(result: CardDetail, lang: Lang) -> None:
     card = result.resolved.card
     console = _console()
-    if result.resolved.note is not None:
-        console.print(result.resolved.note.render(lang), style="yellow", markup=False)
+    if result.resolved.note is not None:  # wrapped between Chinese characters too
+        say(console, f"[yellow]{safe(result.resolved.note.render(lang))}[/yellow]")
     rows = []
     skip = {"sources", "derived", "unverified", "notes", "id", "name"}
     for field in CARD_FIELDS:
