@@ -15,11 +15,26 @@ def test_nvls_needs_more_than_two_gpus_on_an_nvswitch_node() -> None:
 
 
 def test_sglang_runs_the_ring_where_vllm_gets_nvls() -> None:
+    """At 1,024 sequences a decode all-reduce is 16 MB a GPU, past the engines' own 8 MiB kernels:
+    NCCL's, with NVLS under vLLM and the ring under SGLang."""
     assert not engine_rules("sglang", "0.5").nccl_nvls and engine_rules("vllm").nccl_nvls
-    ask: dict[str, object] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "context": 4096,
-                              "concurrency": 64}
+    ask: dict[str, object] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "context": 1024,
+                              "concurrency": 1024}
     vllm = estimate_json(EstimateRequest(**ask))["speed"]  # type: ignore[arg-type]
     sglang = estimate_json(EstimateRequest(**ask, engine="sglang"))["speed"]  # type: ignore[arg-type]
     assert vllm["collective_path"] == "nvls" and sglang["collective_path"] == "nvlink"
     assert sglang["collective_busbw_bytes_per_s"] < vllm["collective_busbw_bytes_per_s"]
     assert sglang["step_breakdown_s"]["communication"] > vllm["step_breakdown_s"]["communication"]
+
+
+def test_small_decode_all_reduces_take_the_engines_own_kernels_not_nvls() -> None:
+    """At 64 sequences a decode all-reduce is 1 MB a GPU: vLLM runs its custom all-reduce (8 MiB at
+    most, efficiency.toml [links] custom_allreduce_max_bytes) over NVLink peer-to-peer, at the same
+    figure as SGLang, not NCCL's NVLS."""
+    ask: dict[str, object] = {"model": "llama-3.1-70b", "card": "h100-sxm", "gpus": 8, "context": 4096,
+                              "concurrency": 64}
+    vllm = estimate_json(EstimateRequest(**ask))["speed"]  # type: ignore[arg-type]
+    sglang = estimate_json(EstimateRequest(**ask, engine="sglang"))["speed"]  # type: ignore[arg-type]
+    assert vllm["collective_path"] == sglang["collective_path"] == "nvlink"
+    assert vllm["collective_busbw_bytes_per_s"] == sglang["collective_busbw_bytes_per_s"]
+    assert vllm["step_breakdown_s"]["communication"] == sglang["step_breakdown_s"]["communication"]

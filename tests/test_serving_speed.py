@@ -99,11 +99,15 @@ def test_no_time_term_is_ever_negative_or_infinite(model: str, concurrency: int,
         assert math.isfinite(s[key]) and s[key] > 0, key
 
 
-@pytest.mark.parametrize("card,gpus,path", [
-    ("h100-sxm", 8, "nvls"), ("rtx-3090", 2, "nvlink-bridge"), ("rtx-3090", 4, "nvlink-bridge-pairs-over-pcie"),
-    ("rtx-4090", 2, "pcie-host-bounce"), ("l40s", 2, "pcie-p2p"), ("h100-sxm", 1, "none")])
-def test_the_estimate_names_the_collective_path_and_bandwidth_it_assumed(card: str, gpus: int, path: str) -> None:
-    s = _speed(model="qwen2.5-14b", card=card, gpus=gpus, weights="int4", context=4096)
+@pytest.mark.parametrize("card,gpus,concurrency,path", [
+    ("h100-sxm", 8, 1024, "nvls"), ("h100-sxm", 8, 1, "nvlink"), ("rtx-3090", 2, 1, "nvlink-bridge"),
+    ("rtx-3090", 4, 1, "nvlink-bridge-pairs-over-pcie"), ("rtx-4090", 2, 1, "pcie-host-bounce"),
+    ("l40s", 2, 1, "pcie-p2p"), ("h100-sxm", 1, 1, "none")])
+def test_the_estimate_names_the_collective_path_and_bandwidth_it_assumed(card: str, gpus: int, concurrency: int,
+                                                                         path: str) -> None:
+    """NVLS where NCCL runs the all-reduce (1,024 sequences: 10 MB a GPU); one sequence's 10 KB goes
+    through vLLM's own peer-to-peer all-reduce over the card's NVLink."""
+    s = _speed(model="qwen2.5-14b", card=card, gpus=gpus, weights="int4", context=1024, concurrency=concurrency)
     assert s["collective_path"] == path
     assert (s["collective_busbw_bytes_per_s"] > 0) == (gpus > 1)
 

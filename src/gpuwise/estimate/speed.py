@@ -250,15 +250,28 @@ def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
     return float(table["factors"].get(name, table["default"]))
 
 
-def _allreduce_busbw(d: Deployment, r: Rates) -> float:
-    """The all-reduce bus bandwidth the engine gets: NVLS where NCCL may use it, the ring figure
-    where the engine turns NVLS off (engines.toml nccl_nvls: SGLang by default)."""
+def _allreduce_busbw(d: Deployment, r: Rates, n_bytes: float = math.inf) -> float:
+    """The all-reduce bus bandwidth the engine gets for a message of `n_bytes` a GPU: NVLS where NCCL
+    may use it, the ring figure where the engine turns NVLS off (engines.toml nccl_nvls: SGLang by
+    default) or where the message goes through the engine's own peer-to-peer all-reduce instead of
+    NCCL (efficiency.toml [links] custom_allreduce_max_bytes)."""
+    if n_bytes <= _custom_allreduce_max(d.engine):
+        return r.link_busbw
     return r.allreduce if rules_for(d).nccl_nvls else r.link_busbw
 
 
-def _collective_path(d: Deployment, tp: int) -> str:
+@functools.cache
+def _custom_allreduce_max(engine: str) -> float:
+    """Largest message the engine's own all-reduce kernels take (0 where it has none)."""
+    return float(efficiency_table()["links"]["custom_allreduce_max_bytes"].get(engine, 0))
+
+
+def _collective_path(d: Deployment, tp: int, n_bytes: float = math.inf) -> str:
+    """links.link_path, or the card's own link where the engine keeps NVLS off or all-reduces a
+    message of `n_bytes` with its own kernels (_allreduce_busbw)."""
     path = link_path(d.card, tp)
-    return d.card.interconnect if path == "nvls" and not rules_for(d).nccl_nvls else path
+    nvls = rules_for(d).nccl_nvls and n_bytes > _custom_allreduce_max(d.engine)
+    return d.card.interconnect if path == "nvls" and not nvls else path
 
 
 def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
@@ -284,7 +297,8 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         on_gpu = max(d.gpu_layers, 0) / model.num_layers  # the CPU layers read their KV from host RAM
         attention = kv * on_gpu / r.mem_bw + kv * (1 - on_gpu) / _offload_rate(d, mem, r)
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
-    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
+    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r, msg),
+                                                                 r.link_latency)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = _fixed_overhead(d.engine)  # per step: graph launch, sampling
     floor = _kernel_floor(model, d, precision, gemm, attention)  # per layer: the kernels' floors
@@ -443,13 +457,14 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     # Under load the waiting prompts fill whole prefill forwards: each adds its packed cost.
     throughput = batch * out / (batch * out / decode_rate + (batch * packed / d.pp if w.prompt_len else 0.0))
     stall = _prefill_stall(w, d, batch, pre.prompt / packed)
+    msg = batch * model.hidden_size * 2.0  # one decode all-reduce a GPU (_decode_step's)
     loaded = tpot + stall  # what each user sees per output token
     return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
                       step_breakdown_s={**parts, "overhead": step.overhead + step.kernel_floor, "cpu": step.cpu,
                                         "prefill_stall": stall},
-                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r) if tp > 1 else 0.0,
-                      collective_path=_collective_path(d, tp), kernel_floor_s=step.kernel_floor)
+                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r, msg) if tp > 1 else 0.0,
+                      collective_path=_collective_path(d, tp, msg), kernel_floor_s=step.kernel_floor)
 
 
 def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
@@ -519,7 +534,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     base = r.prefill_llamacpp if d.engine == "llamacpp" and r.prefill_llamacpp else r.prefill
     rate = base * r.gemm_at(precision) / r.gemm
     msg = prompt * model.hidden_size * 2.0
-    comm = 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r), r.link_latency)
+    comm = 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r, msg), r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
         total = weight_bytes(model, w.weights).total / tp
