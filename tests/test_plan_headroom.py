@@ -20,7 +20,7 @@ from gpuwise.plan.build import candidate_ranges
 from gpuwise.plan.fast import search
 from gpuwise.plan.rank import PlanResult, objective_for, plan, search_order
 from gpuwise.plan.search import Targets
-from gpuwise.service_plan import PlanRequest, _plan_cards, plan_json, plan_request_parts
+from gpuwise.service_plan import PlanRequest, _plan_cards, plan_json, plan_request_parts, run_plan
 
 
 def offer(card: str, per_hour: float) -> PriceOffer:
@@ -132,3 +132,15 @@ def test_the_ranking_reads_the_same_memory_range_as_the_plan_it_writes(req: Plan
     for c in tried:
         band = candidate_ranges(c, model).get("memory.required")
         assert c.required_high == (band.high if band else None)
+
+
+def test_a_rejected_card_names_its_tight_variant_with_fewer_gpus() -> None:
+    """The guides' headline case: a 7B LoRA on one RTX 4090 fits only at the estimate (LLaMA-Factory
+    defaults, full checkpointing), so the card's best is two 4090s; its why-not line says what one
+    4090 needs and why it ranks lower, in both languages, never leaving "does one do?" unanswered."""
+    out = run_plan(PlanRequest(model="qwen2.5-7b", task="lora")).to_dict()
+    row = next(r for r in out["rejected"] if r["card"] == "rtx-4090")
+    assert row["gpus"] == 2
+    said, said_zh = " ".join(row["reasons"]), " ".join(row["reasons_zh"])
+    assert "RTX 4090 x1" in said and "needs 20." in said and "fits only at the estimate" in said
+    assert "RTX 4090 x1" in said_zh and "仅按估算放得下" in said_zh

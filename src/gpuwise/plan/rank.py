@@ -186,11 +186,13 @@ class WhyNot:
                 "reasons": [r.en for r in self.reasons], "reasons_zh": [r.zh for r in self.reasons]}
 
 
-def _what(c: Candidate) -> str:
+def _what(c: Candidate) -> Text:
     d = c.deployment
     if c.replicas > 1:
-        return f"{d.card.name} x{c.gpus_total} ({c.replicas} replicas x TP{d.gpus}), {c.workload.weights}"
-    return f"{d.card.name} x{c.gpus_total}, {c.workload.weights}"
+        return Text(f"{d.card.name} x{c.gpus_total} ({c.replicas} replicas x TP{d.gpus}), {c.workload.weights}",
+                    f"{d.card.name} x{c.gpus_total}（{c.replicas} 个副本 x TP{d.gpus}），{c.workload.weights}")
+    return Text(f"{d.card.name} x{c.gpus_total}, {c.workload.weights}",
+                f"{d.card.name} x{c.gpus_total}，{c.workload.weights}")
 
 
 def _ckpt_words(c: Candidate) -> Text:
@@ -222,11 +224,12 @@ def _passed_over(c: Candidate, tried: list[Candidate], key: SortKey) -> Candidat
 
 
 def _alternative(c: Candidate) -> Text:
+    what = _what(c)
     if not c.workload.is_training:
-        return Text(_what(c), _what(c))
+        return what
     how = _ckpt_words(c)
-    return Text(f"{_what(c)} {how.en}, micro-batch {c.workload.micro_batch}",
-                f"{_what(c)}，{how.zh}，micro-batch {c.workload.micro_batch}")
+    return Text(f"{what.en} {how.en}, micro-batch {c.workload.micro_batch}",
+                f"{what.zh}，{how.zh}，micro-batch {c.workload.micro_batch}")
 
 
 def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets, winner: Candidate | None = None,
@@ -241,10 +244,10 @@ def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets, winner:
     if rank > 0:
         if c.tight and winner is not None and not winner.tight:
             tight = _tight_words(c)
-            return Text(f"{what}: {shown.en}, ranks #{rank + 1}: it {tight.en}, so it ranks below the plans that fit "
-                        "at the top",
-                        f"{what}：{shown.zh}，排第 {rank + 1}：{tight.zh}，因此排在按上限也放得下的方案之后")
-        head = Text(f"{what}: {shown.en}, ranks #{rank + 1}", f"{what}：{shown.zh}，排第 {rank + 1}")
+            return Text(f"{what.en}: {shown.en}, ranks #{rank + 1}: it {tight.en}, so it ranks below the plans that "
+                        "fit at the top",
+                        f"{what.zh}：{shown.zh}，排第 {rank + 1}：{tight.zh}，因此排在按上限也放得下的方案之后")
+        head = Text(f"{what.en}: {shown.en}, ranks #{rank + 1}", f"{what.zh}：{shown.zh}，排第 {rank + 1}")
         if alt is None:
             return head
     else:
@@ -260,15 +263,15 @@ def deciding_reason(c: Candidate, obj: Objective, rank: int, t: Targets, winner:
     return head
 
 
-def _first(what: str, shown: Text, obj: Objective, t: Targets) -> Text:
+def _first(what: Text, shown: Text, obj: Objective, t: Targets) -> Text:
     if t.given:
         given = ", ".join(FLAGS.get(g, g) for g in t.given)
-        return Text(f"{what}: {obj.label.en} ({shown.en}) of the configurations that fit and meet every "
+        return Text(f"{what.en}: {obj.label.en} ({shown.en}) of the configurations that fit and meet every "
                     f"target ({given})",
-                    f"{what}：放得下且满足全部目标（{given}）的配置中{obj.label.zh}（{shown.zh}）")
-    return Text(f"{what}: {obj.label.en} ({shown.en}) of the configurations that fit; no targets were set "
+                    f"{what.zh}：放得下且满足全部目标（{given}）的配置中{obj.label.zh}（{shown.zh}）")
+    return Text(f"{what.en}: {obj.label.en} ({shown.en}) of the configurations that fit; no targets were set "
                 "(add --max-ttft, --min-throughput, --min-tokens-per-s-per-user or --budget)",
-                f"{what}：放得下的配置中{obj.label.zh}（{shown.zh}）；未设目标"
+                f"{what.zh}：放得下的配置中{obj.label.zh}（{shown.zh}）；未设目标"
                 "（可加 --max-ttft、--min-throughput、--min-tokens-per-s-per-user 或 --budget）")
 
 
@@ -310,13 +313,23 @@ def _row(c: Candidate, reasons: list[Text]) -> WhyNot:
 
 
 def why_not(card: Card, tried: list[Candidate], winner: Candidate | None, obj: Objective,
-            model: ModelArch | None = None, memory: SharedMemory | None = None) -> WhyNot:
+            model: ModelArch | None = None, memory: SharedMemory | None = None,
+            key: SortKey | None = None) -> WhyNot:
     """The one line that says why `card` lost, from its closest attempt (`tried` sorted best first);
-    `memory` estimates the fixes it tries (estimate_memory when None)."""
+    `memory` estimates the fixes it tries (estimate_memory when None). With the ranking's `key`, the
+    card's tight variant that would otherwise have been its best is named too (a 7B LoRA on one
+    4090 that fits only at the estimate, where two fit at the top: "does one 4090 do?" is answered)."""
     passing = [c for c in tried if c.ok]
     if passing:
-        return _row(passing[0], [_versus(passing[0], winner, obj)] if winner else
-                    [Text("meets the targets but ranks lower", "满足目标，但排名靠后")])
+        best = passing[0]
+        reasons = [_versus(best, winner, obj)] if winner else [Text("meets the targets but ranks lower",
+                                                                    "满足目标，但排名靠后")]
+        alt = _passed_over(best, passing, key) if key is not None else None
+        if alt is not None:
+            other, tight, need = _alternative(alt), _tight_words(alt), alt.memory.breakdown.required / GiB
+            reasons.append(Text(f"{other.en} needs {need:,.2f} GiB: it {tight.en}",
+                                f"{other.zh} 需要 {need:,.2f} GiB：{tight.zh}"))
+        return _row(best, reasons)
     fitting = [c for c in tried if c.fits]
     if fitting:
         best = fitting[0]
@@ -407,7 +420,7 @@ def plan(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: Cos
     unpriced_ids = {c.deployment.card.id for c in heads if id(c) not in ranked_ids}
     rejected = [WhyNot(cid, None, None, (why,)) for cid, why in excluded.items()]
     memory = SharedMemory()  # the fixes tried on each card that fits nothing share their parts
-    rejected += [why_not(card, by_card[card.id], winner, obj, model, memory) for card in searched
+    rejected += [why_not(card, by_card[card.id], winner, obj, model, memory, key) for card in searched
                  if card.id not in shown and card.id not in unpriced_ids]
     unpriced = [_unpriced(by_card[cid]) for cid in by_card if cid in unpriced_ids]
     reasons = [deciding_reason(c, obj, i, t, winner, by_card[c.deployment.card.id], key)
