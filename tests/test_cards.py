@@ -27,13 +27,7 @@ CARDS = list(CATALOG)
 ids = [c.id for c in CARDS]
 
 
-@pytest.fixture(autouse=True)
-def _empty_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No test sees the developer's ~/.config/gpuwise."""
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(config))
-    return config
+pytestmark = pytest.mark.usefixtures("config_dir")  # tests/conftest.py: an empty config dir
 
 
 # ------------------------------------------------------------------ every card
@@ -192,8 +186,8 @@ def test_a_typo_suggests_the_card_meant() -> None:
 
 # ------------------------------------------------------------------ user files
 
-def test_a_user_row_overrides_field_by_field_and_a_new_id_extends(_empty_config_dir: Path) -> None:
-    (_empty_config_dir / "cards.toml").write_text("""
+def test_a_user_row_overrides_field_by_field_and_a_new_id_extends(config_dir: Path) -> None:
+    (config_dir / "cards.toml").write_text("""
 schema_version = 1
 [[card]]
 id = "rtx-4090"
@@ -218,7 +212,7 @@ sources = ["my own measurement"]
     assert resolve_card("mine", catalog).card.software == "cuda"
     assert len(catalog) == len(CATALOG) + 1
     assert load_cards().get("rtx-4090").tdp_w == 400  # read again, not stale
-    (_empty_config_dir / "cards.toml").unlink()
+    (config_dir / "cards.toml").unlink()
     assert load_cards().get("rtx-4090").tdp_w == 450  # the shipped catalog was not modified
 
 

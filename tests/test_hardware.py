@@ -24,13 +24,7 @@ FORM_FACTORS = form_factors()
 STACKS = stacks()
 
 
-@pytest.fixture(autouse=True)
-def _empty_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No test sees the developer's ~/.config/gpuwise."""
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(config))
-    return config
+pytestmark = pytest.mark.usefixtures("config_dir")  # tests/conftest.py: an empty config dir
 
 
 # ------------------------------------------------------------------ form factors

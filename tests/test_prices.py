@@ -23,13 +23,7 @@ from gpuwise.errors import DataError, UnknownNameError
 OFFERS = load_prices()
 
 
-@pytest.fixture(autouse=True)
-def _empty_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No test sees the developer's ~/.config/gpuwise."""
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(config))
-    return config
+pytestmark = pytest.mark.usefixtures("config_dir")  # tests/conftest.py: an empty config dir
 
 
 @pytest.mark.parametrize("offer", OFFERS, ids=[f"{o.provider}-{o.card}-{o.billing}" for o in OFFERS])
@@ -92,8 +86,8 @@ def test_an_unknown_provider_or_billing_suggests_close_names() -> None:
         price_per_gpu_hour("rtx-4090", billing="hourlyy")
 
 
-def test_a_user_row_with_the_same_key_wins_and_new_rows_extend(_empty_config_dir: Path) -> None:
-    (_empty_config_dir / "prices-mine.toml").write_text("""
+def test_a_user_row_with_the_same_key_wins_and_new_rows_extend(config_dir: Path) -> None:
+    (config_dir / "prices-mine.toml").write_text("""
 schema_version = 1
 [[price]]
 provider = "autodl"

@@ -24,23 +24,18 @@ source = "my console"
 """
 
 
-@pytest.fixture(autouse=True)
-def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(config))
-    return config
+pytestmark = pytest.mark.usefixtures("config_dir")  # tests/conftest.py: an empty config dir
 
 
-def test_the_same_tuple_while_no_file_changes(_config: Path) -> None:
-    (_config / "prices-mine.toml").write_text(ROW.format(low=2.0, high=2.0))
+def test_the_same_tuple_while_no_file_changes(config_dir: Path) -> None:
+    (config_dir / "prices-mine.toml").write_text(ROW.format(low=2.0, high=2.0))
     first = price_offers()
     assert price_offers() is first
     assert first == tuple(load_prices())
 
 
-def test_a_changed_file_gives_new_rows_and_new_quotes(_config: Path) -> None:
-    path = _config / "prices-mine.toml"
+def test_a_changed_file_gives_new_rows_and_new_quotes(config_dir: Path) -> None:
+    path = config_dir / "prices-mine.toml"
     path.write_text(ROW.format(low=2.0, high=2.0))
     before = price_offers()
     quote = price_per_gpu_hour("rtx-4090", "my-cloud", offers=before)
@@ -55,13 +50,13 @@ def test_a_changed_file_gives_new_rows_and_new_quotes(_config: Path) -> None:
     assert price_per_gpu_hour("rtx-4090", "my-cloud", offers=before).mid == pytest.approx(2.0)  # type: ignore[union-attr]
 
 
-def test_a_new_file_and_a_removed_one_are_seen(_config: Path) -> None:
+def test_a_new_file_and_a_removed_one_are_seen(config_dir: Path) -> None:
     shipped = price_offers()
-    (_config / "prices-mine.toml").write_text(ROW.format(low=5.0, high=5.0))
+    (config_dir / "prices-mine.toml").write_text(ROW.format(low=5.0, high=5.0))
     added = price_offers()
     assert len(added) == len(shipped) + 1
     assert price_per_gpu_hour("rtx-4090", "my-cloud", offers=added) is not None
-    (_config / "prices-mine.toml").unlink()
+    (config_dir / "prices-mine.toml").unlink()
     assert price_offers() == shipped
 
 

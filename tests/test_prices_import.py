@@ -38,13 +38,7 @@ PLAIN = FIXTURES / "plain.csv"
 PLAIN_HEADER = "provider,card,billing,price,as_of,currency,unit,region,source,note\n"
 
 
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No test sees the developer's ~/.config/gpuwise."""
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(config))
-    return config
+pytestmark = pytest.mark.usefixtures("config_dir")  # tests/conftest.py: an empty config dir
 
 
 def _by(result: PriceImport, card: str, billing: str = "hourly", region: str = "us-east-1") -> PriceOffer:
