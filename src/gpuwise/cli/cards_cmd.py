@@ -417,7 +417,7 @@ def _render_prices(result: dict[str, Any], lang: Lang) -> None:
         where = f"{offer.provider} ({offer.region})" if offer.region else offer.provider
         rows.append([where, offer.card, _word(BILLING_WORDS, offer.billing, lang),
                      f"{price} {_word(CURRENCY_WORDS, offer.currency, lang)}", _word(UNIT_WORDS, offer.unit, lang),
-                     offer.as_of, offer.note_zh or offer.note if lang == "zh" else offer.note])
+                     offer.as_of, Text(offer.note, offer.note_zh or offer.note).render(lang)])
     console = _console()
     table, dropped = fit_table(console, columns, rows, lang)
     console.print(table)

@@ -387,6 +387,13 @@ def floor_of(least: float, cap: float) -> float:
     return least - cap - 1e-6 * (least + cap)
 
 
+def floor_limit(cap: float) -> float:
+    """The least bytes above which `floor_of(least, cap)` is above 0: a caller that tests many
+    `least` against one cap compares with this instead (the floor's millionth is far wider than
+    the rounding of the division)."""
+    return cap * (1 + 1e-6) / (1 - 1e-6)
+
+
 def infer_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     """Per-GPU memory of serving `model` as `w` on `d`, with KV capacity and offload needs."""
     return on_card(model, w, d, serving_part(model, w, d))

@@ -32,6 +32,7 @@ from gpuwise.estimate.memory_infer import (
     Serving,
     budget_cap,
     card_fabric,
+    floor_limit,
     floor_of,
     on_card,
     rules_for,
@@ -317,9 +318,10 @@ def _settle(req: _Request, tried: list[tuple[int, Candidate]], aside: list[tuple
             config: Callable[[int], Config]) -> None:
     """Estimate what was set aside (least bytes, budget cap, place) where the plan's reasons read
     it. A card with something that fits and nothing that passes names the formats that fit among
-    all it tried: every one is estimated. A card where nothing fits names its closest attempt (the least short,
-    the first of equals in the search's order): those set aside are estimated least floor first
-    while their floor could still tie or beat the closest so far; the rest are short by more."""
+    all it tried: every one is estimated. A card where nothing fits names its closest attempt (the
+    least short, the first of equals in the search's order): those set aside are estimated least
+    floor first while their floor could still tie or beat the closest so far; the rest are short by
+    more."""
     if any(c.ok for _, c in tried):
         return
     if any(c.fits for _, c in tried):
@@ -431,9 +433,8 @@ def _shape(serving: list[Engine]) -> tuple[list[Fixed], list[tuple[int, list[Lay
 
 
 def _limit(cap: float | None) -> tuple[float, float]:
-    """A budget cap (0 for none) and the least bytes above which `floor_of` is above 0 (the
-    floor's millionth is far wider than the rounding of this division)."""
-    return (0.0, math.inf) if cap is None else (cap, cap * (1 + 1e-6) / (1 - 1e-6))
+    """A budget cap (0 for none) and its `floor_limit` (inf for none: nothing is set aside)."""
+    return (0.0, math.inf) if cap is None else (cap, floor_limit(cap))
 
 
 def _grid(req: _Request, workloads: list[Workload], serving: list[Engine], order: Order,
@@ -490,8 +491,7 @@ def search(model: ModelArch, w: Workload, cards: list[Card], t: Targets, opts: C
     """Each card's configurations best first (those that cannot rank first on the card may be left
     out when the order has a prefix, and those that fit nothing unless a reason names them), how
     many configurations the search covered, and how many memory and speed estimates it ran."""
-    speed_targets = bool(t.min_throughput or t.max_ttft or t.min_tokens_per_s_per_user)  # as target_failures reads
-    req = _Request(model, t, opts, w.is_training, speed_free=order.priced_only and not speed_targets)
+    req = _Request(model, t, opts, w.is_training, speed_free=order.priced_only and not t.reads_speed)
     order = remembered(order)  # the keys a search works out, once each
     shapes = Shapes()
     found: dict[str, list[tuple[int, Candidate]]] = {}

@@ -69,6 +69,11 @@ class Targets:
         names = ("budget_per_hour", "budget_per_run", "min_throughput", "max_ttft", "min_tokens_per_s_per_user")
         return tuple(n for n in names if getattr(self, n) is not None) + tuple(self.require)
 
+    @property
+    def reads_speed(self) -> bool:
+        """Whether a target needs the speed estimate to be met (`target_failures` reads it)."""
+        return bool(self.min_throughput or self.max_ttft or self.min_tokens_per_s_per_user)
+
 
 @dataclass(frozen=True)
 class Candidate:
