@@ -23,7 +23,7 @@ from gpuwise.catalog._datafile import (
     table_rows,
 )
 from gpuwise.errors import InputError, unknown_name
-from gpuwise.i18n import Text
+from gpuwise.i18n import Lang, Text
 
 if TYPE_CHECKING:
     import datetime  # imported where a date is made: loading it costs a cold estimate 8 M instructions
@@ -33,13 +33,19 @@ Unit = Literal["gpu_hour", "gpu_day", "gpu_week", "gpu_month"]
 
 BILLINGS: tuple[Billing, ...] = ("hourly", "daily", "weekly", "monthly", "spot")
 # How the page and the command line name a billing mode, a unit and a currency in each language
-# (the JSON and the files keep the ids).
+# (the JSON and the files keep the ids; one set of words, so 元/时 never sits beside 元/h).
 BILLING_WORDS: dict[str, Text] = {"hourly": Text("hourly", "按量"), "daily": Text("daily", "包日"),
                                   "weekly": Text("weekly", "包周"), "monthly": Text("monthly", "包月"),
                                   "spot": Text("spot", "抢占式")}
 UNIT_WORDS: dict[str, Text] = {"gpu_hour": Text("GPU-hour", "卡时"), "gpu_day": Text("GPU-day", "卡日"),
                                "gpu_week": Text("GPU-week", "卡周"), "gpu_month": Text("GPU-month", "卡月")}
-CURRENCY_WORDS: dict[str, Text] = {"CNY": Text("CNY", "元"), "USD": Text("USD", "美元")}
+CURRENCY_WORDS: dict[str, Text] = {"CNY": Text("CNY", "元"), "USD": Text("USD", "美元"), "EUR": Text("EUR", "欧元")}
+
+
+def currency_word(code: str, lang: Lang) -> str:
+    """'CNY' in English, '元' in Chinese; a code gpuwise has no words for, as it is."""
+    words = CURRENCY_WORDS.get(code)
+    return words.render(lang) if words is not None else code
 # Hours in one unit. A month is 8760 h / 12 = 730 h of round-the-clock use: a prepaid month
 # (包月) costs the same whether or not the GPU is busy, so this is its best-case hourly rate.
 HOURS_PER_UNIT: dict[str, float] = {"gpu_hour": 1, "gpu_day": 24, "gpu_week": 168, "gpu_month": 730}

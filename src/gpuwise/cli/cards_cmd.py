@@ -15,7 +15,6 @@ from gpuwise.catalog.card_schema import CARD_FIELDS
 from gpuwise.catalog.cards import Card, ResolvedCard, filter_cards, load_cards, resolve_card
 from gpuwise.catalog.prices import (
     BILLING_WORDS,
-    CURRENCY_WORDS,
     UNIT_WORDS,
     PriceOffer,
     PriceQuote,
@@ -25,7 +24,7 @@ from gpuwise.catalog.prices import (
     providers,
 )
 from gpuwise.catalog.prices_import import FORMATS, PriceImport, import_prices
-from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, run_command, safe, say
+from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, money, run_command, safe, say
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Lang, Text
 
@@ -416,7 +415,7 @@ def _render_prices(result: dict[str, Any], lang: Lang) -> None:
         price = f"{offer.low:g}" if offer.low == offer.high else f"{offer.low:g}–{offer.high:g}"
         where = f"{offer.provider} ({offer.region})" if offer.region else offer.provider
         rows.append([where, offer.card, _word(BILLING_WORDS, offer.billing, lang),
-                     f"{price} {_word(CURRENCY_WORDS, offer.currency, lang)}", _word(UNIT_WORDS, offer.unit, lang),
+                     f"{price} {money(offer.currency, lang)}", _word(UNIT_WORDS, offer.unit, lang),
                      offer.as_of, Text(offer.note, offer.note_zh or offer.note).render(lang)])
     console = _console()
     table, dropped = fit_table(console, columns, rows, lang)

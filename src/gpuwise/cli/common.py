@@ -97,8 +97,6 @@ TASK_NAMES: dict[str, Text] = {
     "lora": Text("LoRA fine-tune", "LoRA 微调"), "qlora": Text("QLoRA fine-tune", "QLoRA 微调"),
     "pretrain": Text("pre-training", "预训练"),
 }
-# Currency words: the page and the CLI say the same thing (元/时 beside 元/h would be two units).
-_CURRENCY_ZH = {"CNY": "元", "USD": "美元", "EUR": "欧元"}
 
 
 def task_name(task: str, lang: Lang) -> str:
@@ -108,7 +106,9 @@ def task_name(task: str, lang: Lang) -> str:
 
 def money(currency: str, lang: Lang) -> str:
     """'CNY' in English, '元' in Chinese (any other code as it is)."""
-    return _CURRENCY_ZH.get(currency, currency) if lang == "zh" else currency
+    from gpuwise.catalog.prices import currency_word
+
+    return currency_word(currency, lang)
 
 
 def per_hour(currency: str, lang: Lang) -> str:

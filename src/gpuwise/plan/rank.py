@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
+from gpuwise.catalog.prices import currency_word
 from gpuwise.estimate.api import CostOptions, estimate_memory
 from gpuwise.estimate.cost import job_cost
 from gpuwise.estimate.fit import suggest_fixes
@@ -58,8 +59,7 @@ class Objective:
         if self.key == "tokens_per_s":
             return f"{value:,.0f} token/s"
         digits = 0 if self.key == "per_run" else 2
-        cur = {"CNY": "元", "USD": "美元"}.get(currency, currency)  # 元/时 as on the page
-        return f"{value:,.{digits}f} {cur}{self.unit.zh.strip()}"
+        return f"{value:,.{digits}f} {currency_word(currency, 'zh')}{self.unit.zh.strip()}"  # 元/时 as on the page
 
     def to_dict(self) -> dict[str, object]:
         return {"key": self.key, "unit": self.unit.en, "unit_zh": self.unit.zh, "short": self.short,

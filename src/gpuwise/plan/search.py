@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
-from gpuwise.catalog.prices import CURRENCY_WORDS
+from gpuwise.catalog.prices import currency_word
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import (
     CostOptions,
@@ -255,23 +255,19 @@ def batch_splits(w: Workload, dp: int, t: Targets) -> Iterator[tuple[int, int]]:
             yield micro, per_rank // micro
 
 
-def _zh_money(currency: str) -> str:
-    words = CURRENCY_WORDS.get(currency)  # 元, as the page and the CLI say it
-    return words.zh if words is not None else currency
-
-
 def target_failures(c: Candidate, t: Targets) -> list[Text]:
     out: list[Text] = []
     cost, speed = c.cost, c.speed
+    yuan = currency_word(cost.currency, "zh") if cost is not None else ""
     # an unpriced card is not failed here: it goes to the plan's "fits, no price" list
     if cost is not None and t.budget_per_hour is not None and cost.per_hour > t.budget_per_hour:
         out.append(Text(f"costs {cost.per_hour:,.2f} {cost.currency}/h, over the budget of "
                         f"{t.budget_per_hour:,.2f}",
-                        f"每小时 {cost.per_hour:,.2f} {_zh_money(cost.currency)}，超出预算 {t.budget_per_hour:,.2f}"))
+                        f"每小时 {cost.per_hour:,.2f} {yuan}，超出预算 {t.budget_per_hour:,.2f}"))
     if cost is not None and t.budget_per_run is not None and cost.per_run and cost.per_run > t.budget_per_run:
         out.append(Text(f"the run costs {cost.per_run:,.0f} {cost.currency}, over the budget of "
                         f"{t.budget_per_run:,.0f}",
-                        f"整次训练 {cost.per_run:,.0f} {_zh_money(cost.currency)}，超出预算 {t.budget_per_run:,.0f}"))
+                        f"整次训练 {cost.per_run:,.0f} {yuan}，超出预算 {t.budget_per_run:,.0f}"))
     if isinstance(speed, InferSpeed):
         if t.min_throughput and speed.throughput_tokens_per_s < t.min_throughput:
             out.append(Text(f"throughput {speed.throughput_tokens_per_s:,.0f} tok/s is below {t.min_throughput:,.0f}",
