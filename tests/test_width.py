@@ -32,6 +32,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--task", "lora", "--tokens", "1e8"),
     ("plan", "llama-3.1-8b", "--concurrency", "16", "--objective", "cost-per-token", "--top", "3"),
     ("plan", "llama-3.1-8b", "--task", "lora", "--tokens", "1e8", "--top", "3"),
+    ("plan", "flux.1-dev", "--steps", "28", "--top", "3"),
     ("verify", "--from", VERIFY_FIXTURE),
     ("--help",),
     ("estimate", "--help"),
@@ -98,3 +99,24 @@ def test_prices_in_chinese_read_as_chinese_at_80_columns(monkeypatch: pytest.Mon
         assert english not in out, english
     en = render(("prices",), "en", 80, monkeypatch)
     assert "GPU-hour" in en and "Unverified" in en and "未核实" not in en
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_plan_that_nothing_meets_says_so_first_not_with_an_empty_table(
+        lang: Lang, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Targets no card meets: the answer's first lines say there is no plan (exit 1), then why
+    each card fails; no table frame with no rows."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            code = command().main(["plan", "llama-3.1-8b", "--min-throughput", "100000", "--lang", lang],
+                                  prog_name="gpuwise", standalone_mode=False)
+        except SystemExit as done:
+            code = done.code
+    assert code == 1
+    lines = out.getvalue().splitlines()
+    none = "没有满足条件的方案。" if lang == "zh" else "No plan meets the constraints."
+    assert none in lines[:6], lines[:6]
+    assert not any(_FRAME.search(line) for line in lines), "an empty table was drawn"
+    assert lines[-1].strip() == none

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.cli.common import fmt_gib, money, per_hour, reasons_of
-from gpuwise.i18n import Lang
+from gpuwise.cli.common import Column, dropped_note, fit_table, fmt_gib, money, per_hour, reasons_of, safe, say
+from gpuwise.i18n import Lang, Text
+from gpuwise.units import GiB
 
 _NAMES = {"text_encoding": ("text encoding", "文本编码"), "activations": ("denoiser activations", "去噪激活"),
           "vae_decode": ("VAE decode", "VAE 解码"), "runtime": ("CUDA context + workspaces", "CUDA 上下文与工作区")}
-_OFFLOAD = {"none": ("no offload", "不卸载"), "model": ("model offload", "模型级卸载"),
-            "sequential": ("sequential offload", "逐层卸载"), "group": ("group offload", "分组卸载"),
-            "lowvram": ("ComfyUI low-VRAM", "ComfyUI 低显存模式")}
 _OS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 _PHASES = {"encode": ("text encoding", "文本编码"), "denoise": ("denoising", "去噪"),
            "decode": ("VAE decode", "VAE 解码")}
@@ -32,6 +30,13 @@ def fix_words(changes: list[dict[str, str]]) -> str:
     return " ".join(out)
 
 
+def _offload(mode: str, lang: Lang) -> str:
+    from gpuwise.diffusion.job import OFFLOAD_WORDS
+
+    words = OFFLOAD_WORDS.get(mode)
+    return words.render(lang) if words is not None else mode
+
+
 def _secs(v: float) -> str:
     return f"{v:,.1f} s" if v < 600 else f"{v / 60:,.1f} min"
 
@@ -45,7 +50,7 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     c = Console(highlight=False)
     j, m, sp = r["job"], r["memory"], r["speed"]
     size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
-    offload = _OFFLOAD.get(j["offload"], (j["offload"], j["offload"]))[1 if zh else 0]
+    offload = _offload(j["offload"], lang)
     steps = f"{j['steps']} 步" if zh else f"{j['steps']} steps"
     title = f"{r['model']['name']} · {r['card_name']} · {size} · {steps} · {offload}"
     t = Table(title=escape(title) + ("（峰值阶段：" + _PHASES[m["peak_phase"]][1] + "）" if zh else
@@ -99,39 +104,47 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
 
 def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     zh = lang == "zh"
     c = Console(highlight=False)
     j = r["job"]
     size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
-    target = f" · ≤ {r['max_seconds']:,.1f} s" if r.get("max_seconds") else ""
-    t = Table(title=escape(f"{r['model']} · {size} · {j['steps']} steps{target} · ")
-              + ("方案排名（按" + ("成本" if r["objective"] == "cost" else "速度") + "）" if zh else
-                 f"ranked by {r['objective']}"))
-    for head in (("#", "#"), ("card", "显卡"), ("weights", "权重"), ("offload", "卸载"), ("memory", "显存"),
-                 ("per output", "每个输出"), ("cost / output", "每个输出成本")):
-        t.add_column(head[1] if zh else head[0])
-    for i, p in enumerate(r["plans"], 1):
-        cost = p.get("cost") or {}
-        per = p.get("per_output_cost")
-        t.add_row(str(i), escape(p["card_name"]), p["job"]["weights"],
-                  p["job"]["offload"] + (" + tiling" if p["job"]["vae_tiling"] else ""),
-                  f"{fmt_gib(p['memory']['required'], 1)} / {fmt_gib(p['usable_bytes'], 1)}",
-                  _secs(p["speed"]["seconds_per_output"]),
-                  f"{per:,.4f} {cost.get('currency', '')}" if per is not None else "—")
-    c.print(t)
+    steps = f"{j['steps']} 步" if zh else f"{j['steps']} steps"
+    target = f" · ≤ {r['max_seconds']:,.3g} s" if r.get("max_seconds") else ""
+    ranked = ("方案排名（按" + ("成本" if r["objective"] == "cost" else "速度") + "）" if zh else
+              f"ranked by {r['objective']}")
+    title = f"{r['model']} · {size} · {steps}{target} · {ranked}"
+    if r["plans"]:
+        columns = [Column(Text("#", "#")), Column(Text("card", "显卡")), Column(Text("weights", "权重")),
+                   Column(Text("offload", "卸载"), keep=2), Column(Text("memory GiB", "显存 GiB"), right=True),
+                   Column(Text("per output", "每个输出"), right=True),
+                   Column(Text("cost / output", "每个输出成本"), right=True, keep=1)]
+        rows = []
+        for i, p in enumerate(r["plans"], 1):
+            cost, per = p.get("cost") or {}, p.get("per_output_cost")
+            offload = _offload(p["job"]["offload"], lang)
+            tiling = ("，VAE 分块" if zh else " + VAE tiling") if p["job"]["vae_tiling"] else ""
+            rows.append([str(i), p["card_name"], p["job"]["weights"], offload + tiling,
+                         f"{p['memory']['required'] / GiB:,.1f} / {p['usable_bytes'] / GiB:,.1f}",
+                         _secs(p["speed"]["seconds_per_output"]),
+                         f"{per:,.4f} {money(cost.get('currency', ''), lang)}" if per is not None else "–"])
+        table, dropped = fit_table(c, columns, rows, lang, title=title)
+        c.print(table)
+        note = dropped_note(dropped, lang)
+        if note:
+            say(c, f"[dim]{safe(note)}[/]")
+    else:  # said first, not an empty table: the reasons below are why
+        say(c, f"[bold]{safe(title)}[/]")
+        say(c, "[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
     for p in r["plans"][:1]:
-        c.print("[bold]" + ("理由：" if zh else "why: ") + "[/]"
-                + escape(reasons_of(p, zh)))
+        say(c, "[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe(reasons_of(p, zh)))
         c.print("[bold]diffusers:[/]")
-        c.print(escape(p["exports"]["diffusers"]), markup=False)
-        c.print("[bold]ComfyUI:[/] " + escape(p["exports"]["comfyui"]), markup=True)
+        c.print(p["exports"]["diffusers"], markup=False, highlight=False)
+        say(c, "[bold]ComfyUI:[/] " + safe(p["exports"]["comfyui"]))
     if r["rejected"]:
-        c.print("[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
+        say(c, "[bold]" + ("落选原因：" if zh else "why not:") + "[/]")
         for x in r["rejected"]:
-            c.print(f"  {escape(x['card'])}: " + escape(reasons_of(x, zh)))
+            say(c, f"  {safe(x['card'])}: " + safe(reasons_of(x, zh)), indent=4)
 
 
 def render_diffusion_model(s: dict[str, Any], lang: Lang) -> None:

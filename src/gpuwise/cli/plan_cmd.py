@@ -124,12 +124,17 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
     for note in r["notes_zh" if zh else "notes"]:
         say(c, "[yellow]" + safe(note) + "[/]")
     title = f"{r['model']} · {task_name(r['task'], lang)} · " + ("方案排名" if zh else "ranked plans")
-    rows = [_row(i, p, r, lang) for i, p in enumerate(r["plans"], 1)]
-    table, dropped = fit_table(c, _columns(r, lang), rows, lang, title=title)
-    c.print(table)  # a table lays itself out
-    note = dropped_note(dropped, lang)
-    if note:
-        say(c, f"[dim]{safe(note)}[/]")
+    none = "[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]"
+    if r["plans"]:
+        rows = [_row(i, p, r, lang) for i, p in enumerate(r["plans"], 1)]
+        table, dropped = fit_table(c, _columns(r, lang), rows, lang, title=title)
+        c.print(table)  # a table lays itself out
+        note = dropped_note(dropped, lang)
+        if note:
+            say(c, f"[dim]{safe(note)}[/]")
+    else:  # said first, not an empty table: the reasons below are why
+        say(c, f"[bold]{safe(title)}[/]")
+        say(c, none)
     for p in r["plans"][:1]:
         say(c, "[bold]" + ("理由：" if zh else "why: ") + "[/]" + safe(reasons_of(p, zh)))
         bands = _bands_line(p, zh)
@@ -148,7 +153,7 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
                             "fits, no price (add one with --prices FILE): ") + "[/]" + safe(names))
     _lines(c, "落选原因：" if zh else "why not:", r["rejected"], zh)
     if not r["plans"]:
-        say(c, "[red]" + ("没有满足条件的方案。" if zh else "No plan meets the constraints.") + "[/]")
+        say(c, none)  # again after the reasons, where the eye ends
 
 
 def _save(result: dict[str, Any], path: str | None, lang: str | None = None) -> dict[str, Any]:

@@ -14,6 +14,11 @@ from gpuwise.errors import InputError, unknown_name
 from gpuwise.i18n import Text
 
 Offload = Literal["none", "model", "sequential", "group", "lowvram"]
+# Each offload mode in words, for the reasons and every shell
+OFFLOAD_WORDS: dict[str, Text] = {"none": Text("no offload", "不卸载"), "model": Text("model offload", "模型级卸载"),
+                                  "sequential": Text("sequential offload", "逐层卸载"),
+                                  "group": Text("group offload", "分组卸载"),
+                                  "lowvram": Text("ComfyUI low-VRAM", "ComfyUI 低显存模式")}
 Runtime = Literal["diffusers", "comfyui"]
 OFFLOADS: tuple[Offload, ...] = ("none", "model", "sequential", "group", "lowvram")
 RUNTIMES: tuple[Runtime, ...] = ("diffusers", "comfyui")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from gpuwise.catalog.cards import Card
 from gpuwise.diffusion.estimate import OS, DiffusionEstimate, estimate_diffusion, usable_bytes
-from gpuwise.diffusion.job import ImageJob, Offload
+from gpuwise.diffusion.job import OFFLOAD_WORDS, ImageJob, Offload
 from gpuwise.diffusion.memory import estimate_memory, precision_of
 from gpuwise.diffusion.pipeline import DiffusionModel
 from gpuwise.i18n import Text
@@ -76,9 +76,10 @@ def best_on_card(model: DiffusionModel, job: ImageJob, card: Card, os: OS, weigh
 def _reasons(est: DiffusionEstimate, max_seconds: float | None) -> tuple[Text, ...]:
     j, m = est.job, est.memory
     prec = precision_of(est.model, est.model.denoiser, j)
+    offload = OFFLOAD_WORDS[j.offload]
     out = [Text(f"fits in {m.required / GiB:,.1f} of {est.usable / GiB:,.1f} GiB with {prec} weights, "
-                f"{j.offload} offload" + (", VAE tiling" if j.vae_tiling else ""),
-                f"以 {prec} 权重、{j.offload} 卸载" + ("、VAE 分块" if j.vae_tiling else "")
+                f"{offload.en}" + (", VAE tiling" if j.vae_tiling else ""),
+                f"以 {prec} 权重、{offload.zh}" + ("、VAE 分块" if j.vae_tiling else "")
                 + f"放入 {m.required / GiB:,.1f} / {est.usable / GiB:,.1f} GiB")]
     out.append(Text(f"{est.speed.per_output_s:,.1f} s per {est.model.kind}"
                     + (f" (target {max_seconds:,.1f} s)" if max_seconds else ""),
