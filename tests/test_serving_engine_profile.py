@@ -39,7 +39,7 @@ def test_vllm_v0_forward_peak_matches_vllm_10517_at_20k_and_29k_tokens() -> None
 def test_vllm_0_6_5_no_longer_charges_the_cuda_context() -> None:
     before = _est(model="qwen2.5-7b", card="rtx-4060", weights="int4", context=4096, engine_version="0.6.4")
     after = _est(model="qwen2.5-7b", card="rtx-4060", weights="int4", context=4096, engine_version="0.7")
-    assert _item(before, "runtime") / GiB == pytest.approx(0.53)
+    assert _item(before, "runtime") / GiB == pytest.approx(0.45)  # V0 0.6.4 logs' median (engines.toml vllm-v0)
     assert _item(after, "runtime") / GiB == pytest.approx(0.03)  # vllm#13882 logs non_torch_memory 0.03GiB
 
 
