@@ -35,6 +35,7 @@ class LayerSaved:
     total: float
     core_attention: float  # SDPA log-sum-exp (flash) or the s^2 softmax (eager): what Megatron recomputes
     op_sac: float  # what torchtitan's op-level SAC keeps of this layer (input included)
+    core_attention_eager: bool = False  # core_attention is eager's 6 bytes a score
 
 
 def _norm_bytes(model: ModelArch, w: Workload, sbh: float, trainable: bool) -> float:
@@ -114,7 +115,8 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> 
     mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)  # bf16 outputs, Float8 linears' too
     # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
-    return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
+    return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total),
+                      core_attention_eager=not w.flash_attention)
 
 
 @functools.lru_cache(maxsize=256)
@@ -133,6 +135,7 @@ class SavedActivations:
     recompute: float
     offloaded: float = 0.0
     head: float = 0.0  # of `kept`, what only the last pipeline stage holds (final norm, head input)
+    backward_transient: float = 0.0  # beside the saved tensors, at the peak of one layer's backward
 
 
 def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: float,
@@ -156,13 +159,28 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
         kept, recompute, ckpts = sum(full) + checkpointed * sbh, biggest, checkpointed * sbh
     head = _head(model, w, full_ft)
     kept += head
+    transient = _eager_backward_transient(per, w.grad_ckpt == "selective")
     if not w.activation_offload:
-        return SavedActivations(kept=kept, recompute=recompute, head=head)
+        return SavedActivations(kept=kept, recompute=recompute, head=head, backward_transient=transient)
     # torchtune OffloadActivations: saved tensors go to pinned host RAM as they are made and come
     # back one layer ahead of backward; the GPU keeps about two layers in flight
     on_gpu = 2 * (ckpts / n if ckpts else biggest)
     moved = max(0.0, kept - on_gpu)
-    return SavedActivations(kept=kept - moved, recompute=recompute, offloaded=moved, head=min(head, kept - moved))
+    return SavedActivations(kept=kept - moved, recompute=recompute, offloaded=moved, head=min(head, kept - moved),
+                            backward_transient=transient)
+
+
+def _eager_backward_transient(per: tuple[LayerSaved, ...], recomputed_core: bool) -> float:
+    """Eager attention's backward holds score-sized gradients beside the fp32 probabilities it saved
+    (transformers LlamaAttention eager: softmax(..., dtype=float32).to(query.dtype), then the PV matmul;
+    6 bytes a score saved). PV's backward writes the bf16 gradient of the probabilities (2) and frees
+    their bf16 copy; ToCopyBackward makes its fp32 copy (4) before the bf16 one goes; the softmax's
+    backward (CUDA, half_to_float) reads that beside the saved output (4) and writes the bf16 gradient
+    of the scores (2): 10 bytes a score at either step, 4 over the saved 6 (tests/test_train_memory_eager.py
+    measures it with PyTorch's MemTracker). Megatron-style selective recompute saved none of the 6 and
+    makes them again first: 10 in all. Flash / memory-efficient attention keeps no scores: 0."""
+    core = max((p.core_attention for p in per if p.core_attention_eager), default=0.0)
+    return core * (10.0 if recomputed_core else 4.0) / 6.0
 
 
 def _head(model: ModelArch, w: Workload, full_ft: bool) -> float:

@@ -316,6 +316,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp,
                              residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
+    transient = (acts.backward_transient + _dequantized(model, w)) / tp  # heads and weights split by TP
     loss = loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
                       fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
@@ -334,7 +335,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
     phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
               # backward: acts freed as grads grow, beside the unit being reduced
-              persistent + max(carried + kept + recompute, st.gradients) + st.reducing,
+              persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing,
               persistent + st.gradients + st.step_temp)  # optimizer step
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
@@ -363,6 +364,18 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                                 framework_reports=fw.peak_reported)
     host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
     return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+
+
+def _dequantized(model: ModelArch, w: Workload) -> float:
+    """QLoRA: the 4-bit matmul dequantizes its weight to the compute dtype, in forward and again in
+    backward, and frees it after (bitsandbytes autograd/_functions.py MatMul4Bit: F.dequantize_4bit(B,
+    quant_state).to(A.dtype); torchao NF4Tensor's linear_nf4: weight.to(input.dtype)): the largest
+    linear's bf16 copy beside the layer's backward."""
+    if w.task != "qlora":
+        return 0.0
+    h = model.hidden_size
+    inter = max(model.intermediate_size, model.moe.expert_intermediate_size if model.moe is not None else 0)
+    return 2.0 * h * max(inter, model.q_dim, model.kv_dim)
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
