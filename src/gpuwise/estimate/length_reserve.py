@@ -19,13 +19,6 @@ through gpuwise.estimate.caching_pool with each step's tensors as gpuwise's memo
   freed.
 Sizes scale with the batch's tokens (flash attention: every term is linear in the length).
 The longest step alone gives the peak of allocated; what the pool holds beyond it is the slack.
-
-Checked against ms-swift 1.x's Benchmark.md (docs/source_en/LLM/Benchmark.md@46922151e: Qwen rows,
-'3234.4±2547.5, min=91, max=19548' with Qwen's tokenizer, 4,959 samples up to max_length 2048 and
-1,000 beyond): this replay over-predicts the reserve, its slack 36-86 B a logit by draw order (seeds
-0-5, the loss alone) where the runs imply 31-39 up to 2048, 21-23 at 4096 and 14-16 at 8192. The
-order the lengths come in moves it more than the distribution's shape does (a gamma of the same
-moments spans 27-111), so one fixed draw is an estimate on the high side, not a measurement.
 """
 
 from __future__ import annotations

@@ -432,11 +432,9 @@ def _slack_why(w: Workload) -> Text:
         return WHY["slack_varied"]
     return Text(f"caching-allocator slack: one pass over the stated dataset ({w.dataset_lengths.text()}; "
                 f"{w.dataset_lengths.run_samples:,} samples, longer than --seq-len dropped) replayed through "
-                "PyTorch's caching-allocator rules, each batch's loss and activations at its own length; on the "
-                "high side (ms-swift 1.x's benchmark runs reserved less)",
+                "PyTorch's caching-allocator rules, each batch's loss and activations at its own length",
                 f"缓存分配器余量：按所给数据集（{w.dataset_lengths.text()}；{w.dataset_lengths.run_samples:,} 个样本，"
-                "超过 --seq-len 的丢弃）走一遍，每批的损失与激活按其自身长度，经 PyTorch 缓存分配器规则重放得出；"
-                "偏高（ms-swift 1.x 基准实测预留更少）")
+                "超过 --seq-len 的丢弃）走一遍，每批的损失与激活按其自身长度，经 PyTorch 缓存分配器规则重放得出")
 
 
 def _warnings(w: Workload) -> tuple[Text, ...]:
