@@ -15,7 +15,6 @@ from gpuwise.catalog.prices import load_prices
 from gpuwise.catalog.sources import HUBS, Hub, load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
-from gpuwise.estimate.dataset_lengths import DatasetLengths, parse_dataset_lengths
 from gpuwise.estimate.workload import ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
 from gpuwise.i18n import Text
 
@@ -97,7 +96,6 @@ class EstimateRequest(PipelineShape):
     te_cpu: bool = False
     runtime: str = "diffusers"
     os: str = "linux"
-    dataset_lengths: str | None = None  # tokens per sample, ms-swift's '3234.4±2547.5, min=91, max=19548[, size=N]'
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -125,10 +123,6 @@ def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict
     return {**knobs, "framework": fw.id, "framework_defaults": (*chosen, *defaults) if training else ()}
 
 
-def _dataset_lengths(text: str | None) -> DatasetLengths | None:
-    return parse_dataset_lengths(text) if text is not None and text.strip() else None
-
-
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
     from gpuwise.bounds import check_layers, check_request
@@ -148,8 +142,7 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                  seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
-                 tp_overlap=req.tp_overlap, dataset_lengths=_dataset_lengths(req.dataset_lengths),
-                 **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
+                 tp_overlap=req.tp_overlap, **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp,
                    engine=choose(req.engine, ENGINES, "--engine"),
                    gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,

@@ -170,16 +170,6 @@ def register(app: typer.Typer) -> None:
         float8: Annotated[
             bool | None, typer.Option("--float8/--no-float8", help="Float8 training matmuls (Hopper, Ada, Blackwell).")
         ] = None,
-        dataset_lengths: Annotated[
-            str | None,
-            typer.Option("--dataset-lengths",
-                         help="Tokens per sample of the training set, as ms-swift prints it: "
-                              "'3234.4±2547.5, min=91, max=19548[, size=N]', "
-                              "or 'mean=..,std=..,min=..,max=..[,samples=N]'. Without packing, the "
-                              "allocator's reserve is then replayed over batches of these lengths. "
-                              "训练集每个样本的 token 数统计（ms-swift 打印的格式）；"
-                              "不打包时据此重放缓存分配器的预留。"),
-        ] = None,
         flash_attention: Annotated[bool, typer.Option("--flash-attention/--no-flash-attention")] = True,
         zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")] = 0,
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
@@ -273,7 +263,6 @@ def register(app: typer.Typer) -> None:
             framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, loss=loss,
             activation_offload=activation_offload, optimizer_in_backward=optimizer_in_backward,
             compile=compile_, packing=packing, float8=float8, flash_attention=flash_attention, zero=zero,
-            dataset_lengths=dataset_lengths,
             lora_rank=lora_rank, lora_targets=lora_targets,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
             calibration=calibration, provider=provider, billing=billing, train_tokens=tokens,

@@ -18,11 +18,9 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.errors import InputError
-from gpuwise.estimate.activations import SavedActivations, loss_bytes, saved_activations
+from gpuwise.estimate.activations import loss_bytes, saved_activations
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import engine_constants
-from gpuwise.estimate.dataset_lengths import DatasetLengths, batch_lengths
-from gpuwise.estimate.length_reserve import shape_of, step_reserve
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
@@ -97,10 +95,9 @@ WHY = {
                   f"缓存分配器余量：reserved 减 allocated，按损失峰值（多种尺寸的全词表张量）的 {_LOSS_SLACK:.0%}"
                   f"与每步其余反复分配张量的 {_OTHER_SLACK:.0%}（Liger 与 torchtitan 基准实测）"),
     "slack_varied": Text("caching-allocator slack: batches of varying length leave an earlier batch's loss segments "
-                         "(its fp32 peak and bf16 logits) cached beside this one's; a lower bound: the reserve "
-                         "depends on the dataset's lengths (give them with --dataset-lengths)",
+                         "(its fp32 peak and bf16 logits) cached beside this one's; a lower bound",
                          "缓存分配器余量：批长度逐步变化时，较早批次的损失显存段（其 fp32 峰值与 bf16 logits）"
-                         "仍被缓存在本批旁；此为下界：实际预留取决于数据集的长度分布（可用 --dataset-lengths 给出）"),
+                         "仍被缓存在本批旁；此为下界"),
 }
 
 
@@ -347,10 +344,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
-        stated = w.dataset_lengths
-        replayed = None if stated is None else _replayed_slack(model, w, stated, acts, tp, d.pp)
-        floor = _earlier_loss_segments(model, w, loss, tp) if replayed is None else replayed
-        slack = min(max(slack, floor), room)
+        slack = min(max(slack, _earlier_loss_segments(model, w, loss, tp)), room)
     slack = float(round(slack))  # whole bytes: a saved plan's items add up to its totals again
     reserved = allocated + slack
     device = reserved + outside
@@ -363,7 +357,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
              Item("activations", "activations", kept + recompute, WHY["activations"]),
              Item("logits", "activations", loss, WHY["logits"]),
              Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
-             Item("allocator_slack", "overhead", slack, _slack_why(w) if varied else WHY["slack"]),
+             Item("allocator_slack", "overhead", slack, WHY["slack_varied" if varied else "slack"]),
              Item("runtime", "overhead", context + cublas + (nccl if talking else 0.0), WHY_RUNTIME)]
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key == "weights"),
                                 allocated_peak=allocated, reserved_peak=reserved, device_total=device,
@@ -412,29 +406,6 @@ def _earlier_loss_segments(model: ModelArch, w: Workload, loss: float, tp: int) 
     allocated (the usual slack); lengths 2,000 then 2,048 reserve 27.6 (this bound: 12 + 12 + 4); a few
     hundred lengths drawn below max_length reserve 32-83, by the order the lengths came in."""
     return loss + 4.0 * w.seq_len * w.micro_batch * model.vocab_size / tp
-
-
-def _replayed_slack(model: ModelArch, w: Workload, stated: DatasetLengths, acts: SavedActivations, tp: int,
-                    pp: int) -> float | None:
-    """The reserve beyond the peak over one pass of the stated dataset (gpuwise.estimate.length_reserve),
-    or None when no sample is kept at this --seq-len."""
-    lengths = batch_lengths(stated, w.seq_len, w.micro_batch)
-    if not lengths:
-        return None
-    shape = shape_of(layers=round(model.num_layers / pp), kept=acts.kept / tp, head=acts.head / tp,
-                     recompute=acts.recompute / tp, tokens=w.seq_len * w.micro_batch,
-                     vocab=-(-model.vocab_size // tp), micro_batch=w.micro_batch)
-    return float(step_reserve(lengths, shape).slack)
-
-
-def _slack_why(w: Workload) -> Text:
-    if w.dataset_lengths is None:
-        return WHY["slack_varied"]
-    return Text(f"caching-allocator slack: one pass over the stated dataset ({w.dataset_lengths.text()}; "
-                f"{w.dataset_lengths.run_samples:,} samples, longer than --seq-len dropped) replayed through "
-                "PyTorch's caching-allocator rules, each batch's loss and activations at its own length",
-                f"缓存分配器余量：按所给数据集（{w.dataset_lengths.text()}；{w.dataset_lengths.run_samples:,} 个样本，"
-                "超过 --seq-len 的丢弃）走一遍，每批的损失与激活按其自身长度，经 PyTorch 缓存分配器规则重放得出")
 
 
 def _warnings(w: Workload) -> tuple[Text, ...]:

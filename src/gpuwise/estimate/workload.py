@@ -8,7 +8,6 @@ from typing import Literal, NoReturn, TypeVar
 from gpuwise.catalog.cards import Card
 from gpuwise.catalog.frameworks import LOSSES, OPTIMIZERS, is_grad_ckpt
 from gpuwise.errors import InputError
-from gpuwise.estimate.dataset_lengths import DatasetLengths
 from gpuwise.i18n import Text
 
 Task = Literal["infer", "full", "lora", "qlora", "pretrain"]
@@ -69,7 +68,6 @@ class Workload:
     float8: bool = False
     tp_overlap: bool = False  # TP collectives hidden under compute: Megatron --tp-comm-overlap, torchtitan AsyncTP
     framework_defaults: tuple[str, ...] = ()
-    dataset_lengths: DatasetLengths | None = None  # tokens per sample (--dataset-lengths); None: not stated
 
     def __post_init__(self) -> None:
         choose(self.task, TASKS, "--task")
