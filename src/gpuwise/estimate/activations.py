@@ -112,7 +112,14 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> 
     if w.float8:
         total -= _float8_saving(model, sb)
     dims = {"q": model.q_dim, "v": model.kv_dim, "gate": model.intermediate_size, "down": model.hidden_size}
-    mms = sum(2.0 * sb * dims[name] for name in _OP_SAC_SAVED_MMS)  # bf16 outputs, Float8 linears' too
+    # under torch.compile the SAC region is one AOTAutograd graph whose partitioner saves only what the
+    # backward reads; the down projection's output only feeds the residual add, whose backward needs no
+    # input, so it is not saved, while eager SAC caches every MUST_SAVE output whether backward reads
+    # it or not (pytorch/pytorch torch/utils/checkpoint.py _CachingTorchDispatchMode: outputs of MUST_SAVE
+    # / PREFER_SAVE ops go to `storage`); 2 sbh a layer, 4.0 GiB over Llama-3.1-8B's 32 layers at 2 x 8192
+    # against torchtitan's 5.0-5.4 GiB compile saving (benchmarks/llama3_h100_202412_torchtitan.md)
+    saved_mms = tuple(n for n in _OP_SAC_SAVED_MMS if not (w.compile and n == "down"))
+    mms = sum(2.0 * sb * dims[name] for name in saved_mms)  # bf16 outputs, Float8 linears' too
     # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
     return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total),
