@@ -35,7 +35,6 @@ class LayerSaved:
     total: float
     core_attention: float  # SDPA log-sum-exp (flash) or the s^2 softmax (eager): what Megatron recomputes
     op_sac: float  # what torchtitan's op-level SAC keeps of this layer (input included)
-    core_attention_eager: bool = False  # core_attention is eager's 6 bytes a score
 
 
 def _norm_bytes(model: ModelArch, w: Workload, sbh: float, trainable: bool) -> float:
@@ -122,8 +121,7 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> 
     mms = sum(2.0 * sb * dims[name] for name in saved_mms)  # bf16 outputs, Float8 linears' too
     # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
-    return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total),
-                      core_attention_eager=not w.flash_attention)
+    return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
 
 
 @functools.lru_cache(maxsize=256)
@@ -166,7 +164,7 @@ def saved_activations(model: ModelArch, w: Workload, *, full_ft: bool, layers: f
         kept, recompute, ckpts = sum(full) + checkpointed * sbh, biggest, checkpointed * sbh
     head = _head(model, w, full_ft)
     kept += head
-    transient = _eager_backward_transient(per, w.grad_ckpt == "selective")
+    transient = 0.0 if w.flash_attention else _eager_backward_transient(per, w.grad_ckpt == "selective")
     if not w.activation_offload:
         return SavedActivations(kept=kept, recompute=recompute, head=head, backward_transient=transient)
     # torchtune OffloadActivations: saved tensors go to pinned host RAM as they are made and come
@@ -186,7 +184,7 @@ def _eager_backward_transient(per: tuple[LayerSaved, ...], recomputed_core: bool
     of the scores (2): 10 bytes a score at either step, 4 over the saved 6 (tests/test_train_memory_eager.py
     measures it with PyTorch's MemTracker). Megatron-style selective recompute saved none of the 6 and
     makes them again first: 10 in all. Flash / memory-efficient attention keeps no scores: 0."""
-    core = max((p.core_attention for p in per if p.core_attention_eager), default=0.0)
+    core = max((p.core_attention for p in per), default=0.0)
     return core * (10.0 if recomputed_core else 4.0) / 6.0
 
 
