@@ -150,12 +150,16 @@ def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> 
 def _largest_tensor(model: ModelArch, w: Workload, peft: bool) -> float:
     """Elements of the largest trainable tensor: optimizer-in-backward holds one gradient at a time
     (torchtune optimizer_in_bwd steps each parameter from its post-accumulate-grad hook)."""
-    h, inter = model.hidden_size, model.intermediate_size
-    if model.moe is not None:
-        inter = max(inter, model.moe.expert_intermediate_size)
+    h, wide = model.hidden_size, _widest_linear(model)
     if peft:
-        return float(w.lora_rank * max(h, inter, model.q_dim))
-    return float(max(model.vocab_size * h, h * inter, model.q_dim * h))
+        return float(w.lora_rank * max(h, wide))
+    return float(max(model.vocab_size * h, h * wide))
+
+
+def _widest_linear(model: ModelArch) -> int:
+    """Width of the widest linear layer beside the hidden size: the MLP (an expert's under MoE) or q."""
+    inter = max(model.intermediate_size, model.moe.expert_intermediate_size if model.moe is not None else 0)
+    return max(inter, model.q_dim, model.kv_dim)
 
 
 def _check_training(model: ModelArch, fw: Framework, w: Workload, d: Deployment) -> None:
@@ -373,9 +377,7 @@ def _dequantized(model: ModelArch, w: Workload) -> float:
     linear's bf16 copy beside the layer's backward."""
     if w.task != "qlora":
         return 0.0
-    h = model.hidden_size
-    inter = max(model.intermediate_size, model.moe.expert_intermediate_size if model.moe is not None else 0)
-    return 2.0 * h * max(inter, model.q_dim, model.kv_dim)
+    return 2.0 * model.hidden_size * _widest_linear(model)
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
