@@ -335,6 +335,20 @@ def _decode_gemm_share(model: ModelArch, w: Workload, d: Deployment, r: Rates, p
     return share
 
 
+def _marlin_prefill(model: ModelArch, w: Workload, d: Deployment) -> bool:
+    """Does the prefill run its linear layers through a weight-only Marlin kernel that plateaus at
+    large batch? vLLM's Marlin methods call Marlin at every batch size (Fp8LinearMethod.apply and
+    CompressedTensorsW8A16Fp8.apply_weights: 'if self.use_marlin: return apply_fp8_marlin_linear(...)',
+    gptq_marlin / awq_marlin likewise), and before the 2025 rework that kernel ran 'the batch 64
+    kernel repeatedly' (efficiency.toml [overheads] marlin_prefill_before: the versions it holds for).
+    An unversioned request is the newest engine: no plateau."""
+    before = efficiency_table()["overheads"]["marlin_prefill_before"].get(d.engine)
+    if before is None or not d.engine_version or not weight_only(model, w, d):
+        return False
+    key, limit = version_key(d.engine_version), version_key(str(before))
+    return key is not None and limit is not None and key < limit
+
+
 @dataclass(frozen=True)
 class _GemmShape:
     """How much slower than the large-GEMM rate a decode step's tiled GEMMs run for their shape
@@ -527,12 +541,19 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     at the family's prefill fraction of peak (FP8 at its own GEMM share), or the time to read the
     weights once, whichever is longer; TP adds two all-reduces of the prompt per layer; weights kept
     off the GPU cross PCIe once per forward (llama.cpp too: it offloads large batches' CPU layers
-    to the GPU)."""
+    to the GPU). Where the engine's weight-only Marlin kernel stops scaling at large batch
+    (_marlin_prefill) the prompt's linear FLOPs take Marlin's plateau in place of the GEMM share
+    (_decode_gemm_share); attention keeps the prefill rate."""
     prompt = max(w.prompt_len, 1)  # a request of one token still prefills that token
     p = count_params(model)
-    flops = (2 * p.active * prompt + 2 * model.num_layers * model.q_dim * prompt * prompt) / tp
+    linear = 2 * p.active * prompt / tp
+    attention = 2 * model.num_layers * model.q_dim * prompt * prompt / tp
     base = r.prefill_llamacpp if d.engine == "llamacpp" and r.prefill_llamacpp else r.prefill
     rate = base * r.gemm_at(precision) / r.gemm
+    linear_rate = rate
+    if _marlin_prefill(model, w, d):  # the prompt's GEMMs at Marlin's plateau, not cuBLAS's share
+        linear_rate = rate * _decode_gemm_share(model, w, d, r, precision) / r.gemm_at(precision)
+    compute = (linear / linear_rate + attention / rate) / _peak_flops(d, precision)
     msg = prompt * model.hidden_size * 2.0
     comm = 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r, msg), r.link_latency)
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
@@ -540,7 +561,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
         total = weight_bytes(model, w.weights).total / tp
         off_gpu = total * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
-    return _Prefill(prompt=prompt, compute=flops / (_peak_flops(d, precision) * rate), read=weights / r.mem_bw,
+    return _Prefill(prompt=prompt, compute=compute, read=weights / r.mem_bw,
                     comm=comm, offload=off_gpu / link, budget=max(prompt, _prefill_batch_tokens(d.engine)))
 
 
