@@ -102,6 +102,8 @@ class VisionProfile:
     intermediate: int  # vision_config intermediate_size (fc1/fc2 MLP)
     saved_states: int  # hidden states kept for the projector (len(intermediate_layers_indices))
     mask_span: int  # tokens one image's dense bf16 attention mask spans on each side (0: none)
+    pixels: int  # fp32 input values of one image: max_num_tiles x 3 x image_size^2
+    patches: int  # patch-embedding rows of one image: max_num_tiles x (image_size / patch_size)^2
 
 
 @dataclass(frozen=True)

@@ -194,14 +194,16 @@ def _vision_profile(vision: Any, name: str) -> VisionProfile | None:
     if not isinstance(vision, dict) or vision.get("model_type") != "mllama_vision_model":
         return None
     r = _Reader(vision, name)
-    side = r.int("image_size") // r.int("patch_size")
+    size, tiles = r.int("image_size"), r.int("max_num_tiles", default=4)
+    side = size // r.int("patch_size")
     patches = side * side + 1
-    tokens = r.int("max_num_tiles", default=4) * (patches + (8 - patches % 8) % 8)
+    tokens = tiles * (patches + (8 - patches % 8) % 8)
     saved = vision.get("intermediate_layers_indices") or []
     if not isinstance(saved, list):
         raise r.bad("intermediate_layers_indices", saved, Text("a list", "列表"))
     return VisionProfile(tokens=tokens, hidden=r.int("hidden_size"), intermediate=r.int("intermediate_size"),
-                         saved_states=len(saved), mask_span=tokens)
+                         saved_states=len(saved), mask_span=tokens, pixels=tiles * 3 * size * size,
+                         patches=tiles * side * side)
 
 
 # mamba_ssm_dtype (Qwen3.5/3.6 config.json: "float32"): the recurrent state's element size

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
-from gpuwise.catalog.arch import ModelArch
+from gpuwise.catalog.arch import ModelArch, VisionProfile
 from gpuwise.catalog.engines import EngineRules, engine_rules
 from gpuwise.errors import InputError
 from gpuwise.estimate.allocator import allocator_overhead, rotary_cache_bytes
@@ -57,10 +57,12 @@ WHY_HELD = Text("start-up profiling at TP > 1 (vLLM 0.2.4-0.2.6): NCCL's record_
                 "TP > 1 时的启动显存探测（vLLM 0.2.4-0.2.6）：NCCL 的 record_stream 使探测前向中每次 all-reduce 的"
                 "输入都留在缓存里，每层 2 次 × token 数 × hidden × 2 字节")
 WHY_VISION = Text("start-up profiling of an encoder-decoder VLM (vLLM V0): one image per sequence (max_num_seqs) "
-                  "through the vision tower at once: the dense bf16 tile mask, the hidden states kept for the "
-                  "projector, the residual and norm output, and the MLP's fc1 and GELU outputs",
-                  "编码器-解码器多模态模型的启动显存探测（vLLM V0）：每个序列（max_num_seqs）一张图同时经过视觉塔："
-                  "稠密 bf16 分块掩码、留给投影层的隐藏状态、残差与归一化输出，以及 MLP 的 fc1 与 GELU 输出")
+                  "through the vision tower at once, peaking in a global layer's MLP: the dense bf16 tile mask, "
+                  "the pixel values twice in fp32, the patch embeddings, the kept hidden states and their "
+                  "stacked copy, and fc1 beside its GELU output",
+                  "编码器-解码器多模态模型的启动显存探测（vLLM V0）：每个序列（max_num_seqs）一张图同时经过视觉塔，"
+                  "峰值在全局层的 MLP：稠密 bf16 分块掩码、两份 fp32 像素值、图块嵌入、保留的隐藏状态及其堆叠副本，"
+                  "以及 fc1 与 GELU 输出")
 WHY_RUNTIME_NVLINK = Text("memory outside torch's allocator at TP > 2 on an NVLink/NVSwitch node: NCCL's buffers for "
                           "that fabric's channels and the engine's all-reduce buffers, as logged there "
                           "(data/engines.toml non_torch_nvlink_gib / init_nvlink_gib, by engine version)",
@@ -215,19 +217,40 @@ def _activation_items(model: ModelArch, w: Workload, d: Deployment, tp: int) -> 
 
 def vision_profile_bytes(model: ModelArch, rows: int, tp: int) -> float:
     """The vision tower's peak during vLLM V0's encoder-decoder profile, `rows` images at once, as
-    vllm/model_executor/models/mllama.py (0.6.x) holds it in the local encoder's MLP of its last
-    layers: the aspect-ratio mask (rows x span^2 bf16, built by _prepare_aspect_ratio_attention_mask
-    and passed to every layer), the saved_states hidden states the encoder keeps for the projector
-    (MllamaVisionEncoder's encoder_states), the residual and the post-attention LayerNorm output,
-    and CLIPMLP's fc1 output beside its out-of-place GELU (column-parallel: split over TP). The
-    hidden states are all-gathered after the patch embedding, so whole on every rank."""
+    vllm/model_executor/models/mllama.py holds it (v0.6.6.post1 and v0.7.0 alike: MllamaVisionModel.
+    forward, MllamaVisionEncoder, CLIPMLP): the GELU of the MLP of a gated global layer past the
+    first. Live then, per image: the aspect-ratio mask (span^2 bf16, _prepare_aspect_ratio_attention_mask,
+    passed to every layer); the pixel values twice in fp32 (MultiModalKwargs.as_kwargs moves the
+    batch to the GPU as the processor made it, and _parse_and_validate_image_input copies it into a
+    new float32 `out_images`); the patch embedding's output (`patch_embeds`, a local held to the end:
+    column-parallel, its 1/TP share); `_vision_states` hidden states; fc1's output beside its
+    out-of-place GELU (column-parallel: split over TP). Checked op by op under FakeTensorMode +
+    MemTracker on that code path (tests/test_kv_mllama_profile.py): 36.58 GiB for Llama-3.2-11B-Vision
+    at 128 images, against vllm#12126's logged 'PyTorch activation peak memory takes 36.63GiB'.
+    Lines in the v0.6.6.post1 wheel: mllama.py 228 (the mask), 605 (patch_embeds), 653 (`output`),
+    658 (torch.stack), 672 (the global encoder), 1209-1216 (out_images, float32); clip.py 279-280
+    (fc1, GELU); multimodal/inputs.py 185 (as_kwargs: `x.to(device)`, no dtype)."""
     v = model.vision_profile
     if v is None:
         return 0.0
     mask = v.mask_span * v.mask_span * ACT_BYTES
-    states = (v.saved_states + 2) * v.tokens * v.hidden * ACT_BYTES
+    pixels = 2 * v.pixels * 4.0  # the as_kwargs batch and out_images, both float32
+    patch = v.patches * v.hidden * ACT_BYTES / tp
+    states = _vision_states(v) * v.tokens * v.hidden * ACT_BYTES
     mlp = 2 * v.tokens * v.intermediate / tp * ACT_BYTES
-    return rows * (mask + states + mlp)
+    return rows * (mask + pixels + patch + states + mlp)
+
+
+def _vision_states(v: VisionProfile) -> int:
+    """Whole hidden states (the tower's padded tokens x hidden, gathered on every rank) live at the
+    GELU of a gated global layer past the first (every released mllama has 8 global layers after 32
+    local ones): the local encoder's returned `output` tuple stays referenced to the end of
+    MllamaVisionModel.forward (its last state and the saved_states kept in `encoder_states`),
+    besides their torch.stack copy `intermediate_hidden_states`; the global encoder's input (the
+    caller's `hidden_state`); the layer's input, the residual after attention and the
+    post-attention LayerNorm output (held by the layer while CLIPMLP runs). The local encoder's
+    last layer holds fewer: its first input, the kept states and the layer's three."""
+    return 1 + 2 * v.saved_states + 1 + 3
 
 
 def _held_allreduce_items(model: ModelArch, d: Deployment, rules: EngineRules, tp: int, tokens: int) -> list[Item]:
