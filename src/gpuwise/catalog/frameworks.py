@@ -60,7 +60,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
-    "loss_parallel": _F("bool"), "logits_fp32": _F("bool"),
+    "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -131,6 +131,10 @@ class Framework:
     # the model hands the loss fp32 logits (torchtune's TransformerDecoder: self.output(h).float() outside
     # the chunked path); False: bf16 logits, upcast inside the loss (HF ForCausalLMLoss, torchtitan)
     logits_fp32: bool = False
+    # the training loop keeps its name for the shifted logits (logits = logits[..., :-1, :].contiguous())
+    # bound through backward and the optimizer step, until the next forward rebinds it (torchtune before
+    # 'del logits', #1046 and #1235): one more logits-sized tensor beside the loss, its gradients and the step
+    loss_logits_kept: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

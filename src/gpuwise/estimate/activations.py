@@ -199,6 +199,22 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def kept_logits_bytes(model: ModelArch, w: Workload, fp32_logits: bool) -> float:
+    """The shifted logits a training loop still names after the loss, alive through backward and the
+    optimizer step: torchtune's recipes before 'del logits' (pytorch/torchtune recipes/
+    full_finetune_distributed.py@135cf2ef lines 492-502: logits = logits[..., :-1, :].contiguous();
+    logits = logits.transpose(1, 2); loss = self._loss_fn(logits, labels); loss.backward(), then
+    self._optimizer.step(), with no del; the fix, '# free logits otherwise it peaks backward memory /
+    del logits', came in #1046, 2024-06-04, lora_finetune_distributed, and #1235, 2024-07-28, the
+    others). A contiguous copy in the dtype the model hands the loss (fp32 under logits_fp32: 4 bytes a
+    logit). tests/test_train_memory_kept_logits.py measures the recipe's sequence under MemTracker:
+    16.3 bytes a logit at the peak without the del, 12.3 with it. Only the full (unchunked) loss has
+    the name; chunked and fused losses never make whole logits."""
+    if w.loss != "full":
+        return 0.0
+    return (4.0 if fp32_logits else 2.0) * w.seq_len * w.micro_batch * model.vocab_size
+
+
 def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool = False,
                fp32_logits: bool = False) -> float:
     """Peak bytes of the loss, forward or backward, whichever is larger (they do not coexist).

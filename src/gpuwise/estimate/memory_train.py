@@ -18,7 +18,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.errors import InputError
-from gpuwise.estimate.activations import loss_bytes, saved_activations
+from gpuwise.estimate.activations import kept_logits_bytes, loss_bytes, saved_activations
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
@@ -323,6 +323,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     transient = (acts.backward_transient + _dequantized(model, w)) / tp  # heads and weights split by TP
     loss = loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
                       fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
+    # a loop that still names its shifted logits holds them beside the loss, through backward and the step
+    named = kept_logits_bytes(model, w, fw.logits_fp32) / tp if fw.loss_logits_kept else 0.0
+    loss += named
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
@@ -332,15 +335,15 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     if in_flight > 1:
         first = in_flight * (kept - acts.head / tp)
         if first > kept + loss:
-            kept, loss = first, 0.0
+            kept, loss, named = first, 0.0, 0.0
     context, cublas, nccl = _runtime()
     talking = d.gpus * d.nodes > 1
     persistent = st.weights + st.adapters + st.optimizer + st.gather + cublas
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
     phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
               # backward: acts freed as grads grow, beside the unit being reduced
-              persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing,
-              persistent + st.gradients + st.step_temp)  # optimizer step
+              persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing + named,
+              persistent + st.gradients + st.step_temp + named)  # optimizer step
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
