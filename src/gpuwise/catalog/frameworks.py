@@ -57,6 +57,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
+    "loss_in_place": _F("bool"),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
@@ -125,6 +126,9 @@ class Framework:
     # unpacked batches padded only to their own longest sample, so lengths vary from step to step and
     # the caching allocator keeps the segments an earlier, shorter batch made for the loss
     variable_length_batches: bool = False
+    # the unfused loss kernel saves the logits it is handed and writes their gradient into them (Unsloth
+    # 2023.12 Fast_CrossEntropyLoss): no log-probs and no separate gradient, unlike aten's cross-entropy
+    loss_in_place: bool = False
     # under tensor parallelism the cross-entropy runs on vocabulary-sharded logits (DTensor loss_parallel),
     # whose log-softmax and backward materialise more fp32 tensors than aten's kernels
     loss_parallel: bool = False

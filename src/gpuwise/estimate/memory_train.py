@@ -321,8 +321,10 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                              residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     transient = (acts.backward_transient + _dequantized(model, w)) / tp  # heads and weights split by TP
-    loss = loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
-                      fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
+    in_place = fw.loss_in_place and w.loss == "full" and not w.compile
+    loss = _in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
+        loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
+                   fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
     # a loop that still names its shifted logits holds them beside the loss, through backward and the step
     named = kept_logits_bytes(model, w, fw.logits_fp32) / tp if fw.loss_logits_kept else 0.0
     loss += named
@@ -351,7 +353,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
-        slack = min(max(slack, _earlier_loss_segments(model, w, loss, tp)), room)
+        earlier = _earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else \
+            _earlier_loss_segments(model, w, loss, tp)
+        slack = min(max(slack, earlier), room)
     slack = float(round(slack))  # whole bytes: a saved plan's items add up to its totals again
     reserved = allocated + slack
     device = reserved + outside
@@ -381,6 +385,30 @@ def _dequantized(model: ModelArch, w: Workload) -> float:
     if w.task != "qlora":
         return 0.0
     return 2.0 * model.hidden_size * _widest_linear(model)
+
+
+def _in_place_loss(model: ModelArch, w: Workload, fp32_logits: bool) -> float:
+    """A loss kernel that saves the logits it is handed and writes their gradient into them (Unsloth
+    2023.12 Fast_CrossEntropyLoss: unslothai/unsloth unsloth/kernels/cross_entropy_loss.py@28c7550,
+    ctx.save_for_backward(logits, logsumexp, labels); the backward kernel's tl.store(logits_ptr, dloss *
+    probs) and 'return logits'): the logits (bf16: 2 bytes) and nothing full-vocabulary beside them.
+    Handed fp32 logits (LLaMA-Factory 0.4's lm_head forward hook 'return output.to(torch.float32)',
+    hiyouga/LLaMA-Factory src/llmtuner/model/patcher.py@ebb32e85f lines 210-216), the head's bf16 output
+    lives beside its fp32 copy in forward, and backward casts the fp32 gradient to bf16 for the head's
+    matmul: 4 + 2 = 6 bytes. Plus the hidden states' bf16 gradient (2 sbh) the head's backward makes.
+    tests/test_train_memory_in_place_loss.py measures the fp32 case under MemTracker at LLaMA-2-7B's head."""
+    tokens = w.seq_len * w.micro_batch
+    return (6.0 if fp32_logits else 2.0) * tokens * model.vocab_size + 2.0 * tokens * model.hidden_size
+
+
+def _earlier_in_place_segments(model: ModelArch, w: Workload, fp32_logits: bool, tp: int) -> float:
+    """The in-place loss's counterpart of _earlier_loss_segments: an earlier, slightly shorter batch
+    leaves its logits' blocks cached (bf16 2 and, handed fp32, fp32 4 bytes a logit); this batch's bf16
+    tensors fit in the earlier fp32 block and its fp32 logits take a new segment, so 2 + 4 - 2 = 4 bytes
+    a logit stay cached beside the allocated peak (bf16 only: the earlier 2, too small for this batch's).
+    benchmarks/allocator_replay.py's Allocator over that sequence, lengths 1,000 then 1,024: 9.9 bytes
+    reserved for 6.0 allocated. A lower bound, as there."""
+    return (4.0 if fp32_logits else 2.0) * w.seq_len * w.micro_batch * model.vocab_size / tp
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
