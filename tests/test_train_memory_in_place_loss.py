@@ -123,3 +123,13 @@ def test_a_slightly_shorter_earlier_batch_leaves_four_bytes_a_logit_cached() -> 
     assert slack == pytest.approx(3.9, abs=0.1)
     bound = _earlier_in_place_segments(HEAD_ONLY, replace(_workload(), seq_len=1024), True, 1)
     assert bound / top == pytest.approx(slack, abs=0.15)
+
+
+def test_llama_factory_batches_padded_to_their_longest_keep_an_earlier_batch_loss_in_the_pool() -> None:
+    """LLaMA-Factory's SFT collator (a DataCollatorForSeq2Seq, padding=True) pads each batch to its own
+    longest sample, so the HF-path rows get the variable-length bound: the earlier batch's 12-byte loss
+    peak and two bf16 logits, 16 bytes a logit, beside the allocated peak."""
+    card = resolve_card("A100-80G").card
+    w = Workload(task="lora", framework="llama-factory", loss="full", seq_len=1024, micro_batch=4)
+    mem = train_memory(HEAD_ONLY, w, Deployment(card=card)).breakdown
+    assert mem.reserved_peak - mem.allocated_peak == pytest.approx(16.0 * 4 * 1024 * VOCAB, rel=0.01)
