@@ -94,6 +94,13 @@ WHY = {
                   "each step (Liger and torchtitan benchmark measurements)",
                   f"缓存分配器余量：reserved 减 allocated，按损失峰值（多种尺寸的全词表张量）的 {_LOSS_SLACK:.0%}"
                   f"与每步其余反复分配张量的 {_OTHER_SLACK:.0%}（Liger 与 torchtitan 基准实测）"),
+    "slack_pool": Text(f"caching-allocator slack: reserved minus allocated, {_LOSS_SLACK:.0%} of the loss's peak and "
+                       f"{_OTHER_SLACK:.0%} of the other tensors that churn, plus FSDP's sharded gradients, whose "
+                       "blocks belong to its reduce-scatter stream and stay cached there while the forward and the "
+                       "loss run",
+                       f"缓存分配器余量：reserved 减 allocated，按损失峰值的 {_LOSS_SLACK:.0%} 与其余反复分配张量的 "
+                       f"{_OTHER_SLACK:.0%}，另加 FSDP 的分片梯度：其显存块属于 reduce-scatter 流，"
+                       "在前向与损失计算时仍缓存于该流"),
     "slack_varied": Text("caching-allocator slack: batches of varying length leave an earlier batch's loss segments "
                          "(its fp32 peak and bf16 logits) cached beside this one's; a lower bound",
                          "缓存分配器余量：批长度逐步变化时，较早批次的损失显存段（其 fp32 峰值与 bf16 logits）"
@@ -210,6 +217,7 @@ class _States:
     head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
     step_temp: float = 0.0  # the optimizer step's own intermediate (foreach AdamW)
     reducing: float = 0.0  # FSDP backward: a unit's unsharded gradient and the last unit's reduce-scatter input
+    rs_stream: float = 0.0  # FSDP's sharded gradients, in blocks of its reduce-scatter stream (_stream_pool)
 
 
 def held_share(counts: ParamBreakdown, ep: int) -> Callable[[int], float]:
@@ -242,6 +250,8 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     host = HostMemory(cpu_ram=paged * d.gpus)
+    fsdp_grads = fw.sharding in ("fsdp", "fsdp2") and d.zero >= 2 and dp > 1 and not peft and d.offload == "none"
+    rs_stream = grads * p.grad / split if fsdp_grads else 0.0  # the sharded gradients (see _stream_pool)
     if d.offload != "none":  # the sharded gradients go down too (DeepSpeed offload_optimizer, FSDP2
         # CPUOffloadPolicy): the GPU keeps the gradient of the layer being reduced, unsharded
         moved = optimizer + (weights if d.zero == 3 else 0.0) + grads * p.grad / split
@@ -288,7 +298,7 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     reducing = _reducing(model, fw, w, tp, head / p.grad * split if whole else 0.0) if d.zero == 3 and dp > 1 else 0.0
     return _States(weights=weights, adapters=trainable * p.param / split * trained(z3) if peft else 0.0,
                    gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
-                   host=host, head_grad=head, step_temp=temp, reducing=reducing)
+                   host=host, head_grad=head, step_temp=temp, reducing=reducing, rs_stream=rs_stream)
 
 
 def _reducing(model: ModelArch, fw: Framework, w: Workload, tp: int, head_unit: float) -> float:
@@ -349,6 +359,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
+    pooled = min(_stream_pool(st, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0), room)
+    room -= pooled
     churn = max(0.0, allocated - persistent - carried)
     slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
@@ -356,7 +368,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
         earlier = _earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else \
             _earlier_loss_segments(model, w, loss, tp)
         slack = min(max(slack, earlier), room)
-    slack = float(round(slack))  # whole bytes: a saved plan's items add up to its totals again
+    slack = float(round(slack + pooled))  # whole bytes: a saved plan's items add up to its totals again
     reserved = allocated + slack
     device = reserved + outside
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
@@ -368,7 +380,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
              Item("activations", "activations", kept + recompute, WHY["activations"]),
              Item("logits", "activations", loss, WHY["logits"]),
              Item("zero3_gather", "overhead", st.gather, WHY["gather"]),
-             Item("allocator_slack", "overhead", slack, WHY["slack_varied" if varied else "slack"]),
+             Item("allocator_slack", "overhead", slack,
+                  WHY["slack_varied" if varied else "slack_pool" if pooled else "slack"]),
              Item("runtime", "overhead", context + cublas + (nccl if talking else 0.0), WHY_RUNTIME)]
     breakdown = MemoryBreakdown(items=tuple(i for i in items if i.bytes > 0 or i.key == "weights"),
                                 allocated_peak=allocated, reserved_peak=reserved, device_total=device,
@@ -409,6 +422,27 @@ def _earlier_in_place_segments(model: ModelArch, w: Workload, fp32_logits: bool,
     benchmarks/allocator_replay.py's Allocator over that sequence, lengths 1,000 then 1,024: 9.9 bytes
     reserved for 6.0 allocated. A lower bound, as there."""
     return (4.0 if fp32_logits else 2.0) * w.seq_len * w.micro_batch * model.vocab_size / tp
+
+
+def _stream_pool(st: _States, phases: tuple[float, ...], allocated: float, deferred: bool, carried: bool) -> float:
+    """Reserved beyond the allocated peak by FSDP's reduce-scatter stream. The caching allocator gives a freed
+    block back only to the stream it was allocated on (c10/cuda/CUDACachingAllocator.cpp: 'Allocations are
+    associated with a stream. Once freed, blocks can be re-allocated on the same stream, but not on any other
+    stream'), and FSDP allocates the reduce-scatter outputs, of which the sharded gradients are views, on that
+    stream (FSDP2 foreach_reduce: reduce_output allocated inside `with device_handle.stream(
+    reduce_scatter_stream)`, new_sharded_grad = torch.as_strided(reduce_output, ...): torch/distributed/fsdp/
+    _fully_shard/_fsdp_collectives.py v2.13 lines 611-612 and 704, and in 2024 the comment 'the GPU sharded
+    gradient is allocated in the RS stream'; FSDP1: _post_backward_hook runs _reduce_grad under `with
+    state._device_handle.stream(state._post_backward_stream)`, new_sharded_grad = torch.empty_like(chunks[0]),
+    _runtime_utils.py lines 755 and 901). Once zero_grad frees them their blocks stay cached for that stream
+    while the default stream runs the next forward and the loss, and under pipeline parallelism every
+    micro-batch's backward too, the reduce-scatter waiting for the last one. Gradient accumulation without a
+    pipeline keeps the sharded gradients alive then: nothing beyond. A lower bound: versions that also made the
+    reduce-scatter input on that stream (2024's foreach_reduce) cached a unit's unsharded gradient there too."""
+    if not st.rs_stream or carried and not deferred:
+        return 0.0
+    default_peak = max(phases[:2]) if deferred else phases[0]
+    return max(0.0, default_peak + st.rs_stream - allocated)
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
