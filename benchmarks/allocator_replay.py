@@ -38,7 +38,16 @@ evaluation_strategy NO, swift/llm/sft.py@97e4d198b), max_memory_reserved is read
 (swift/trainers/trainers.py:49), and ms-swift's compute_loss adds only an argmax over the outputs'
 logits. So gpuwise charges the replay's two-length lower bound, not its draws.
 
-Run: python -m benchmarks.allocator_replay   (reserved and allocated peaks in bytes per logit)
+Full fine-tuning (`--full`, `full_ft_peaks`: the weights, each parameter's gradient, AdamW's states and
+foreach sqrt around the same loss) makes it stranger. Qwen-1.8B's rows, 18.16, 18.62, 35.11 and 31.62
+GiB at max_length 512 to 4096, replay at medians of 17.5, 19.6, 31.8 and 53.2: the loss hides in the
+optimizer's freed blocks at 512 and 1,024, and the jump at 2048 that gpuwise misses (it charges 22.05)
+comes out of the replay, for any hidden size (1,536 to 2,560: 17 to 20 GiB beyond the model states at
+2048, 6 to 9 at 1,024), so it is the loss's own fragmentation at 2048. But for the LoRA rows at 2048,
+same lengths and order, the replay is 85 % above what they reserve beyond their weights, and for the
+full row at 4096 68 % above: no estimator either.
+
+Run: python -m benchmarks.allocator_replay [--full]   (peaks in bytes per logit; --full: GiB)
 """
 
 from __future__ import annotations
@@ -213,6 +222,47 @@ def with_layers(loss_step: Step, hidden: int, inter: int, layers: int) -> Step:
     return one
 
 
+def full_ft_peaks(lengths: Sequence[int], params: Sequence[int], accum: int = 16,
+                  one_step: Step = step, v: int = VOCAB) -> tuple[int, int]:
+    """(peak reserved, peak allocated) in bytes of full fine-tuning in pure bf16 under the HF Trainer
+    with gradient accumulation: the weights first, then per micro-batch the loss and each parameter's
+    gradient in backward order (the first micro-batch after a step keeps it as .grad; later ones
+    allocate it and AccumulateGrad adds it in), and every `accum` micro-batches AdamW's two states
+    (created at the first step), foreach AdamW's sqrt of the second moments (one tensor a parameter,
+    torch/optim/adamw.py v2.1.1 _multi_tensor_adamw) and zero_grad(set_to_none=True)."""
+    a = Allocator()
+    for p in params:
+        a.malloc(2 * p)
+    grads: list[Block] = []
+    states = False
+    for i, s in enumerate(lengths):
+        one_step(a, s, v)
+        for p in reversed(params):
+            g = a.malloc(2 * p)
+            if i % accum:
+                a.free(g)
+            else:
+                grads.append(g)
+        if (i + 1) % accum == 0:
+            if not states:
+                for p in (*params, *params):
+                    a.malloc(2 * p)
+                states = True
+            for t in [a.malloc(2 * p) for p in params]:
+                a.free(t)
+            while grads:
+                a.free(grads.pop())
+    return a.peak_reserved, a.peak_allocated
+
+
+def qwen_params(hidden: int, inter: int, layers: int, vocab: int = VOCAB) -> list[int]:
+    """Qwen-1's parameters in creation order (wte; per block c_attn weight and bias, c_proj, w1, w2,
+    mlp c_proj, two norms; ln_f; lm_head), in elements."""
+    block = [3 * hidden * hidden, 3 * hidden, hidden * hidden, hidden * inter, hidden * inter, inter * hidden,
+             hidden, hidden]
+    return [vocab * hidden, *block * layers, hidden, vocab * hidden]
+
+
 def _draw(rnd: random.Random, mean: float = 3234.4, sd: float = 2547.5, low: int = 91, high: int = 19_548) -> int:
     sigma = math.sqrt(math.log(1 + sd**2 / mean**2))
     mu = math.log(mean) - sigma**2 / 2
@@ -288,5 +338,21 @@ def main() -> None:
         print(f"| {cap} | {shown} | {draws[4]:.0f} / {statistics.median(draws):.0f} / {draws[35]:.0f} | {low:.0%} |")
 
 
+def main_full(seeds: int = 6) -> None:
+    """Qwen-1.8B full fine-tuning (Benchmark.md Full table: 18.16, 18.62, 35.11, 31.62 GiB at 512-4096)."""
+    measured = {512: 18.16, 1024: 18.62, 2048: 35.11, 4096: 31.62}
+    params = qwen_params(2048, 5504, 24)
+    print("| max_length | measured GiB | replay p10 / p50 / p90 GiB |\n|---|---|---|")
+    for cap, gib in measured.items():
+        draws = sorted(full_ft_peaks(benchmark_lengths(cap, seed), params)[0] / 2**30 for seed in range(seeds))
+        print(f"| {cap} | {gib} | {draws[len(draws) // 10]:.1f} / {statistics.median(draws):.1f} / "
+              f"{draws[9 * len(draws) // 10]:.1f} |")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--full" in sys.argv:
+        main_full()
+    else:
+        main()
