@@ -1,4 +1,4 @@
-"""The variable-length slack rule (memory_train._earlier_loss_segments) against the allocator replay."""
+"""The variable-length slack rule (train_pool.earlier_loss_segments) against the allocator replay."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from benchmarks.allocator_replay import VOCAB, peaks, replay
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.activations import loss_bytes
-from gpuwise.estimate.memory_train import _LOSS_SLACK, _earlier_loss_segments
+from gpuwise.estimate.memory_train import _LOSS_SLACK
+from gpuwise.estimate.train_pool import earlier_loss_segments
 from gpuwise.estimate.workload import Workload
 from gpuwise.service import EstimateRequest, estimate_json
 
@@ -40,7 +41,7 @@ def test_the_slack_follows_the_loss_not_the_checkpointed_activations() -> None:
 def test_an_earlier_slightly_shorter_batch_leaves_the_bound_the_rule_charges() -> None:
     reserved, allocated = peaks((2000, 2048))
     w = Workload(task="lora", framework="ms-swift-1", loss="full", seq_len=2048, micro_batch=1)
-    rule = _earlier_loss_segments(QWEN_1_8B, w, loss_bytes(QWEN_1_8B, w, 8), 1) / (2048 * VOCAB)
+    rule = earlier_loss_segments(QWEN_1_8B, w, loss_bytes(QWEN_1_8B, w, 8), 1) / (2048 * VOCAB)
     assert rule == pytest.approx(12.0 + 4.0)  # the loss peak + two bf16 logits
     assert reserved - allocated == pytest.approx(rule, rel=0.05)
 

@@ -21,7 +21,8 @@ from benchmarks.allocator_replay import Allocator
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import resolve_card
-from gpuwise.estimate.memory_train import _earlier_in_place_segments, _in_place_loss, train_memory
+from gpuwise.estimate.memory_train import train_memory
+from gpuwise.estimate.train_pool import earlier_in_place_segments, in_place_loss
 from gpuwise.estimate.workload import Deployment, Workload
 
 torch = pytest.importorskip("torch")
@@ -93,13 +94,13 @@ def _workload(task: str = "lora") -> Workload:
 def test_the_fp32_hooked_in_place_loss_peaks_at_six_bytes_a_logit() -> None:
     measured = _measured(fp32_hook=True)
     assert measured / (BATCH * SEQ * VOCAB) == pytest.approx(6.26, abs=0.06)
-    assert _in_place_loss(HEAD_ONLY, _workload(), fp32_logits=True) == pytest.approx(measured, rel=0.02)
+    assert in_place_loss(HEAD_ONLY, _workload(), fp32_logits=True) == pytest.approx(measured, rel=0.02)
 
 
 def test_the_framework_row_charges_the_in_place_loss_not_aten_cross_entropy() -> None:
     card = resolve_card("A100-80G").card
     items = {i.key: i.bytes for i in train_memory(HEAD_ONLY, _workload(), Deployment(card=card)).breakdown.items}
-    assert items["logits"] == _in_place_loss(HEAD_ONLY, _workload(), fp32_logits=True)
+    assert items["logits"] == in_place_loss(HEAD_ONLY, _workload(), fp32_logits=True)
     assert items["logits"] < 12.0 * BATCH * SEQ * VOCAB / 1.9  # aten's full loss holds 12 bytes a logit
 
 
@@ -121,7 +122,7 @@ def test_a_slightly_shorter_earlier_batch_leaves_four_bytes_a_logit_cached() -> 
     slack = (a.peak_reserved - a.peak_allocated) / top
     assert a.peak_allocated / top == pytest.approx(6.0, abs=0.05)
     assert slack == pytest.approx(3.9, abs=0.1)
-    bound = _earlier_in_place_segments(HEAD_ONLY, replace(_workload(), seq_len=1024), True, 1)
+    bound = earlier_in_place_segments(HEAD_ONLY, replace(_workload(), seq_len=1024), True, 1)
     assert bound / top == pytest.approx(slack, abs=0.15)
 
 

@@ -1,6 +1,6 @@
 """FSDP's sharded gradients live in blocks of its reduce-scatter stream, which the caching allocator keeps
-for that stream: reserved memory holds them beside the next forward and loss (estimate/memory_train.py
-_stream_pool)."""
+for that stream: reserved memory holds them beside the next forward and loss (estimate/train_pool.py
+stream_pool)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,23 @@ import inspect
 
 import pytest
 
-from gpuwise.estimate.breakdown import HostMemory
-from gpuwise.estimate.memory_train import _States, _stream_pool
+from gpuwise.estimate.train_pool import stream_pool
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB
 
 LLAMA2_7B = "validation/models/meta-llama--Llama-2-7b-hf"
 
 
-def _states(rs: float) -> _States:
-    return _States(weights=0.0, adapters=0.0, gradients=rs, optimizer=0.0, gather=0.0, host=HostMemory(),
-                   head_grad=0.0, rs_stream=rs)
-
-
 def test_the_pool_sits_beside_the_forward_and_loss_not_beside_the_step() -> None:
     phases = (10.0, 9.0, 11.0)  # loss, backward, optimizer step (the step holds the gradients themselves)
-    assert _stream_pool(_states(3.0), phases, 11.0, deferred=False, carried=False) == pytest.approx(2.0)
-    assert _stream_pool(_states(3.0), phases, 11.0, deferred=False, carried=True) == 0.0  # accumulating: alive
-    assert _stream_pool(_states(0.0), phases, 11.0, deferred=False, carried=False) == 0.0
+    assert stream_pool(3.0, phases, 11.0, deferred=False, carried=False) == pytest.approx(2.0)
+    assert stream_pool(3.0, phases, 11.0, deferred=False, carried=True) == 0.0  # accumulating: alive
+    assert stream_pool(0.0, phases, 11.0, deferred=False, carried=False) == 0.0
 
 
 def test_under_a_pipeline_the_pool_sits_beside_every_backward_too() -> None:
     phases = (10.0, 12.0, 11.0)
-    assert _stream_pool(_states(3.0), phases, 12.0, deferred=True, carried=True) == pytest.approx(3.0)
+    assert stream_pool(3.0, phases, 12.0, deferred=True, carried=True) == pytest.approx(3.0)
 
 
 def _memory(**kw: object) -> dict[str, float]:

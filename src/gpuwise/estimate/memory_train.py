@@ -22,6 +22,7 @@ from gpuwise.estimate.activations import kept_logits_bytes, loss_bytes, saved_ac
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
+from gpuwise.estimate.train_pool import earlier_in_place_segments, earlier_loss_segments, in_place_loss, stream_pool
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -217,7 +218,7 @@ class _States:
     head_grad: float  # the output projection's gradient, made while the loss's gradient is alive
     step_temp: float = 0.0  # the optimizer step's own intermediate (foreach AdamW)
     reducing: float = 0.0  # FSDP backward: a unit's unsharded gradient and the last unit's reduce-scatter input
-    rs_stream: float = 0.0  # FSDP's sharded gradients, in blocks of its reduce-scatter stream (_stream_pool)
+    rs_stream: float = 0.0  # FSDP's sharded gradients, in blocks of its reduce-scatter stream (stream_pool)
 
 
 def held_share(counts: ParamBreakdown, ep: int) -> Callable[[int], float]:
@@ -251,7 +252,7 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     host = HostMemory(cpu_ram=paged * d.gpus)
     fsdp_grads = fw.sharding in ("fsdp", "fsdp2") and d.zero >= 2 and dp > 1 and not peft and d.offload == "none"
-    rs_stream = grads * p.grad / split if fsdp_grads else 0.0  # the sharded gradients (see _stream_pool)
+    rs_stream = grads * p.grad / split if fsdp_grads else 0.0  # the sharded gradients (see stream_pool)
     if d.offload != "none":  # the sharded gradients go down too (DeepSpeed offload_optimizer, FSDP2
         # CPUOffloadPolicy): the GPU keeps the gradient of the layer being reduced, unsharded
         moved = optimizer + (weights if d.zero == 3 else 0.0) + grads * p.grad / split
@@ -332,7 +333,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     transient = (acts.backward_transient + _dequantized(model, w)) / tp  # heads and weights split by TP
     in_place = fw.loss_in_place and w.loss == "full" and not w.compile
-    loss = _in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
+    loss = in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
         loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
                    fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
     # a loop that still names its shifted logits holds them beside the loss, through backward and the step
@@ -359,14 +360,14 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
-    pooled = min(_stream_pool(st, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0), room)
+    pooled = min(stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0), room)
     room -= pooled
     churn = max(0.0, allocated - persistent - carried)
     slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
-        earlier = _earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else \
-            _earlier_loss_segments(model, w, loss, tp)
+        earlier = earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else \
+            earlier_loss_segments(model, w, loss, tp)
         slack = min(max(slack, earlier), room)
     slack = float(round(slack + pooled))  # whole bytes: a saved plan's items add up to its totals again
     reserved = allocated + slack
@@ -400,49 +401,7 @@ def _dequantized(model: ModelArch, w: Workload) -> float:
     return 2.0 * model.hidden_size * _widest_linear(model)
 
 
-def _in_place_loss(model: ModelArch, w: Workload, fp32_logits: bool) -> float:
-    """A loss kernel that saves the logits it is handed and writes their gradient into them (Unsloth
-    2023.12 Fast_CrossEntropyLoss: unslothai/unsloth unsloth/kernels/cross_entropy_loss.py@28c7550,
-    ctx.save_for_backward(logits, logsumexp, labels); the backward kernel's tl.store(logits_ptr, dloss *
-    probs) and 'return logits'): the logits (bf16: 2 bytes) and nothing full-vocabulary beside them.
-    Handed fp32 logits (LLaMA-Factory 0.4's lm_head forward hook 'return output.to(torch.float32)',
-    hiyouga/LLaMA-Factory src/llmtuner/model/patcher.py@ebb32e85f lines 210-216), the head's bf16 output
-    lives beside its fp32 copy in forward, and backward casts the fp32 gradient to bf16 for the head's
-    matmul: 4 + 2 = 6 bytes. Plus the hidden states' bf16 gradient (2 sbh) the head's backward makes.
-    tests/test_train_memory_in_place_loss.py measures the fp32 case under MemTracker at LLaMA-2-7B's head."""
-    tokens = w.seq_len * w.micro_batch
-    return (6.0 if fp32_logits else 2.0) * tokens * model.vocab_size + 2.0 * tokens * model.hidden_size
 
-
-def _earlier_in_place_segments(model: ModelArch, w: Workload, fp32_logits: bool, tp: int) -> float:
-    """The in-place loss's counterpart of _earlier_loss_segments: an earlier, slightly shorter batch
-    leaves its logits' blocks cached (bf16 2 and, handed fp32, fp32 4 bytes a logit); this batch's bf16
-    tensors fit in the earlier fp32 block and its fp32 logits take a new segment, so 2 + 4 - 2 = 4 bytes
-    a logit stay cached beside the allocated peak (bf16 only: the earlier 2, too small for this batch's).
-    benchmarks/allocator_replay.py's Allocator over that sequence, lengths 1,000 then 1,024: 9.9 bytes
-    reserved for 6.0 allocated. A lower bound, as there."""
-    return (4.0 if fp32_logits else 2.0) * w.seq_len * w.micro_batch * model.vocab_size / tp
-
-
-def _stream_pool(st: _States, phases: tuple[float, ...], allocated: float, deferred: bool, carried: bool) -> float:
-    """Reserved beyond the allocated peak by FSDP's reduce-scatter stream. The caching allocator gives a freed
-    block back only to the stream it was allocated on (c10/cuda/CUDACachingAllocator.cpp: 'Allocations are
-    associated with a stream. Once freed, blocks can be re-allocated on the same stream, but not on any other
-    stream'), and FSDP allocates the reduce-scatter outputs, of which the sharded gradients are views, on that
-    stream (FSDP2 foreach_reduce: reduce_output allocated inside `with device_handle.stream(
-    reduce_scatter_stream)`, new_sharded_grad = torch.as_strided(reduce_output, ...): torch/distributed/fsdp/
-    _fully_shard/_fsdp_collectives.py v2.13 lines 611-612 and 704, and in 2024 the comment 'the GPU sharded
-    gradient is allocated in the RS stream'; FSDP1: _post_backward_hook runs _reduce_grad under `with
-    state._device_handle.stream(state._post_backward_stream)`, new_sharded_grad = torch.empty_like(chunks[0]),
-    _runtime_utils.py lines 755 and 901). Once zero_grad frees them their blocks stay cached for that stream
-    while the default stream runs the next forward and the loss, and under pipeline parallelism every
-    micro-batch's backward too, the reduce-scatter waiting for the last one. Gradient accumulation without a
-    pipeline keeps the sharded gradients alive then: nothing beyond. A lower bound: versions that also made the
-    reduce-scatter input on that stream (2024's foreach_reduce) cached a unit's unsharded gradient there too."""
-    if not st.rs_stream or carried and not deferred:
-        return 0.0
-    default_peak = max(phases[:2]) if deferred else phases[0]
-    return max(0.0, default_peak + st.rs_stream - allocated)
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
@@ -457,22 +416,6 @@ def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
         return float(min(pp, micro_batches))
     return min((v - 1) * pp + 2 * (pp - 1), micro_batches * v) / v
 
-
-def _earlier_loss_segments(model: ModelArch, w: Workload, loss: float, tp: int) -> float:
-    """What the pool still caches of an earlier, slightly shorter batch when batch lengths vary
-    (no packing, each batch padded to its own longest sample). The caching allocator never merges
-    blocks of different cudaMalloc segments, and returns cached ones to the driver only when an
-    allocation would fail (c10/cuda/CUDACachingAllocator.cpp: release_cached_blocks on the OOM path;
-    PyTorch's CUDA notes advise expandable_segments for allocation sizes that change, e.g. 'a
-    changing batch size'). At the longest batch the loss's fp32 tensors (its peak) are each larger
-    than every cached block and take new segments, while its bf16 ones fit in the earlier fp32
-    blocks. So besides this batch's peak the pool keeps at least the earlier batch's loss peak and
-    its two bf16 logits tensors (the model's output and the shifted contiguous copy for the loss):
-    a lower bound, reached when one earlier batch was almost as long. benchmarks/allocator_replay.py
-    replays the allocator over the loss's tensors: one fixed length reserves 16 B per logit for 12
-    allocated (the usual slack); lengths 2,000 then 2,048 reserve 27.6 (this bound: 12 + 12 + 4); a few
-    hundred lengths drawn below max_length reserve 32-83, by the order the lengths came in."""
-    return loss + 4.0 * w.seq_len * w.micro_batch * model.vocab_size / tp
 
 
 def _warnings(w: Workload) -> tuple[Text, ...]:
