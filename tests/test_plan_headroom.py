@@ -142,5 +142,5 @@ def test_a_rejected_card_names_its_tight_variant_with_fewer_gpus() -> None:
     row = next(r for r in out["rejected"] if r["card"] == "rtx-4090")
     assert row["gpus"] == 2
     said, said_zh = " ".join(row["reasons"]), " ".join(row["reasons_zh"])
-    assert "RTX 4090 x1" in said and "needs 20." in said and "fits only at the estimate" in said
+    assert "RTX 4090 x1" in said and "needs 23.6" in said and "fits only at the estimate" in said
     assert "RTX 4090 x1" in said_zh and "仅按估算放得下" in said_zh

@@ -194,7 +194,7 @@ def check_valid(model: ModelArch, w: Workload, d: Deployment, *, allow_long_cont
 
 def _warnings(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult) -> list[Text]:
     card = d.card
-    found = list(model.notes)
+    found = [*model.notes, *mem.warnings]
     fmt = w.weights if w.weights != "auto" else checkpoint_format(model)
     if fmt == "fp8" and card.dense_tflops("fp8") is None:
         found.append(Text(f"{card.name} has no FP8 compute: vLLM runs FP8 weights weight-only (Marlin W8A16).",

@@ -360,16 +360,17 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     allocated = max(phases)
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
-    pooled = min(stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0), room)
-    room -= pooled
+    pooled = stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0)
     churn = max(0.0, allocated - persistent - carried)
-    slack = min(_LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss), room)
+    slack = _LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
-        earlier = earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else \
-            earlier_loss_segments(model, w, loss, tp)
-        slack = min(max(slack, earlier), room)
-    slack = float(round(slack + pooled))  # whole bytes: a saved plan's items add up to its totals again
+        slack = max(slack, earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else
+                    earlier_loss_segments(model, w, loss, tp))
+    # The pool never grows past the card: before an allocation would fail, the caching allocator
+    # frees its cached segments and retries (CUDACachingAllocator.cpp release_cached_blocks).
+    capped = slack + pooled > room
+    slack = float(round(min(slack + pooled, room)))  # whole bytes: a saved plan's items add up to its totals
     reserved = allocated + slack
     device = reserved + outside
     items = [Item("weights", "weights", st.weights, WHY["weights"]),
@@ -388,7 +389,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                                 allocated_peak=allocated, reserved_peak=reserved, device_total=device,
                                 framework_reports=fw.peak_reported)
     host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
-    return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+    pool_note = (_POOL_AT_CARD,) if capped and room > 0 else ()
+    return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w) + pool_note)
 
 
 def _dequantized(model: ModelArch, w: Workload) -> float:
@@ -416,6 +418,15 @@ def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
         return float(min(pp, micro_batches))
     return min((v - 1) * pp + 2 * (pp - 1), micro_batches * v) / v
 
+
+
+_POOL_AT_CARD = Text("The caching allocator's pool (reserved, what nvidia-smi shows) would grow past the card here, "
+                     "so it is counted at the card's size: before an allocation would fail, PyTorch frees its cached "
+                     "blocks and retries, so the cache alone does not stop the job: what must fit is the "
+                     "allocated peak and the CUDA context.",
+                     "缓存分配器的显存池（reserved，即 nvidia-smi 所见）在此会超过显卡容量，因此按显卡容量计："
+                     "分配失败前 PyTorch 会释放缓存块并重试，缓存本身不会让任务失败："
+                     "必须放得下的是 allocated 峰值与 CUDA 上下文。")
 
 
 def _warnings(w: Workload) -> tuple[Text, ...]:
