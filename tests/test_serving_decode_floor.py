@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from gpuwise.estimate.links import efficiency_table
-from gpuwise.estimate.speed import _fixed_overhead, _kernel_floor, _kernels, compute_precision, output_lengths
+from gpuwise.estimate.speed import output_lengths
+from gpuwise.estimate.speed_decode import _fixed_overhead, _kernel_floor, _kernels
+from gpuwise.estimate.speed_gemm import compute_precision
 from gpuwise.service import EstimateRequest, build, estimate_json
 
 _DS = {"model": "deepseek-v3", "card": "h200-sxm", "gpus": 8, "context": 2048, "output_tokens": 1024}

@@ -137,7 +137,7 @@ def test_vllm_v0_waits_for_its_python_scheduler_per_running_sequence() -> None:
     """vLLM before 0.6 runs scheduling and output processing between GPU steps (vLLM v0.6.0
     blog: 38 % of the time on the GPU); V1 overlaps them, so only V0 steps grow by a CPU term."""
     from gpuwise.catalog.engines import step_cpu_fixed, step_cpu_per_seq
-    from gpuwise.estimate.speed import step_cpu_held
+    from gpuwise.estimate.speed_decode import step_cpu_held
 
     kw = {"model": "llama-3.1-8b", "card": "h100-sxm", "context": 381, "output_tokens": 179}
     v0 = {c: _speed(**kw, concurrency=c, engine_version="0.5.4") for c in (1, 256)}
@@ -192,7 +192,7 @@ def test_a_finite_run_drains_behind_its_longest_outputs() -> None:
 def test_vllm_v0_pays_cpu_time_for_every_token_its_sequences_hold() -> None:
     """vLLM V0 (before 0.6) rebuilt each running request's whole output every step
     (efficiency.toml [[step_cpu_tokens]]): longer sequences cost more CPU per step; 0.6 on do not."""
-    from gpuwise.estimate.speed import step_cpu_held
+    from gpuwise.estimate.speed_decode import step_cpu_held
 
     per_token, pause = step_cpu_held("vllm", "0.5.4")
     assert per_token > 0 and pause > 0
@@ -258,7 +258,7 @@ def test_llama_cpp_decode_on_hbm_cards_runs_at_the_family_share() -> None:
 
 
 def _f16_factor() -> float:
-    from gpuwise.estimate.speed import gguf_decode_table
+    from gpuwise.estimate.speed_decode import gguf_decode_table
 
     return float(gguf_decode_table()["factors"]["F16"])
 
@@ -286,7 +286,7 @@ def test_vllm_v0_steps_carry_a_fixed_cpu_part_measured_at_batch_one() -> None:
     assert h100 == pytest.approx(7.85e-3, rel=0.05)
     assert a100 == pytest.approx(10.8e-3, rel=0.05)
     v1 = _speed(**kw, card="h100-sxm", engine_version="0.11")["tpot_s"]
-    from gpuwise.estimate.speed import step_cpu_held
+    from gpuwise.estimate.speed_decode import step_cpu_held
 
     per_token, pause = step_cpu_held("vllm", "0.5.4")
     assert h100 - v1 == pytest.approx(1.35e-3 + 6.83e-5 + pause + per_token * (400 + 450), rel=0.02)
@@ -311,7 +311,7 @@ def test_decode_gemm_flops_are_charged_in_whole_64_row_tiles_on_serving_engines(
     GEMM roofline steps up past a multiple of 64; llama.cpp's mat-vec decode has no tile."""
     from gpuwise.catalog.cards import resolve_card
     from gpuwise.catalog.presets import find_preset
-    from gpuwise.estimate.speed import _gemm_compute_seconds, _gemm_shape
+    from gpuwise.estimate.speed_gemm import _gemm_compute_seconds, _gemm_shape
     from gpuwise.estimate.workload import Deployment, Workload
 
     def get_model(name: str):  # type: ignore[no-untyped-def]
@@ -342,7 +342,7 @@ def test_weight_only_marlin_decodes_at_its_plateau_once_compute_bound() -> None:
     from gpuwise.catalog.arch import ModelArch
     from gpuwise.catalog.presets import find_preset
     from gpuwise.estimate.links import efficiency_table
-    from gpuwise.estimate.speed import _gemm_shape
+    from gpuwise.estimate.speed_gemm import _gemm_shape
 
     def _llama8b() -> ModelArch:
         preset = find_preset("llama-3.1-8b")

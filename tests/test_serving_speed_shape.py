@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.presets import find_preset
 from gpuwise.estimate.links import efficiency_table
-from gpuwise.estimate.speed import _gemm_shape, _Prefill
+from gpuwise.estimate.speed import _Prefill
+from gpuwise.estimate.speed_gemm import _gemm_shape
 from gpuwise.service import EstimateRequest, estimate_json
 
 
