@@ -28,3 +28,20 @@ def test_a_pool_with_room_to_spare_is_not_flagged() -> None:
 def test_paged_adamw_says_where_its_states_live() -> None:
     out = _estimate(model="qwen2.5-7b", card="rtx-4090", task="lora", optimizer="paged-adamw8bit")
     assert any("unified memory" in w for w in out["warnings"])  # type: ignore[union-attr]
+
+
+def test_a_pool_at_the_card_is_judged_by_its_tensors() -> None:
+    """The pool cannot pass the card, so the band's top stops there unless the tensors' own band
+    (allocated peak + the memory outside the pool) passes it: micro-batch 1 fits, 2 is tight."""
+    one = _estimate(model="qwen2.5-7b", card="rtx-4090", task="lora")
+    mem, usable = one["memory"], float(one["usable_bytes"])  # type: ignore[arg-type]
+    assert isinstance(mem, dict)
+    tensors = mem["allocated_peak"] + mem["device_total"] - mem["reserved_peak"]
+    assert one["tensor_headroom_bytes"] == round(usable - tensors)
+    assert one["fit"] == "fits"
+    assert one["ranges"]["memory.required"]["high"] <= usable * (1 + 1e-5)  # type: ignore[index]
+    two = _estimate(model="qwen2.5-7b", card="rtx-4090", task="lora", micro_batch=2)
+    assert two["fit"] == "tight" and two["tensor_headroom_bytes"] is not None
+    assert two["ranges"]["memory.required"]["high"] > usable  # type: ignore[index]
+    roomy = _estimate(model="qwen2.5-7b", card="h100-sxm", task="lora")
+    assert roomy["tensor_headroom_bytes"] is None

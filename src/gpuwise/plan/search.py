@@ -25,7 +25,7 @@ from gpuwise.estimate.api import (
 )
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
-from gpuwise.estimate.ranges import Cell, band, find_cell
+from gpuwise.estimate.ranges import Cell, band, find_cell, full_pool_top, tensors_beside_full_pool
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -108,13 +108,14 @@ class Candidate:
     @once
     def required_high(self) -> float | None:
         """The top of the 80 % band of the memory it needs per GPU, as `gpuwise estimate` gives it
-        (estimate/ranges.py `ranges_for`, which neither caps nor floors this band)."""
+        (estimate/ranges.py `ranges_for`: a training pool counted at the card is capped there unless the
+        tensors' band passes it; no other cap or floor)."""
         d, w = self.deployment, self.workload
         required = self.memory.breakdown.required
         cell = _memory_cell(w.is_training, d.engine, d.card.family, w.task, w.framework)
         if cell is None or not math.isfinite(required) or required <= 0:
             return None
-        return band(required, cell).high
+        return full_pool_top(band(required, cell).high, self.memory.usable, tensors_beside_full_pool(self.memory), cell)
 
     @property
     def tight(self) -> bool:

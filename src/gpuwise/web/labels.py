@@ -58,6 +58,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "rates_measured": ("measured rates in {file}", "{file} 中的实测值"),
     "rates_datasheet": ("datasheet rates x data/efficiency.toml", "手册速率 × data/efficiency.toml"),
     "headroom": ("headroom", "余量"),
+    "tensor_headroom": ("the caching pool fills the card; the tensors leave", "缓存池会占满显卡；张量之外余"),
     "short_by": ("short by", "还差"),
     "per_gpu": ("per GPU", "每卡"),
     "usable": ("usable", "可用"),

@@ -180,7 +180,9 @@ def estimate_verdict(est: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict
     spread = f" ({gib(band['low'])}-{gib(band['high'])})" if band else ""
     detail = (f"{gib(est['memory']['required'])}{spread} GiB {L['required']} / {gib(est['usable_bytes'])} GiB "
               f"{L['usable']} {L['per_gpu']} · " +
-              (f"{L['headroom']} {gib(head)} GiB" if est["fits"] else f"{L['short_by']} {gib(-head)} GiB"))
+              (f"{L['short_by']} {gib(-head)} GiB" if not est["fits"] else
+               f"{L['tensor_headroom']} {gib(est['tensor_headroom_bytes'])} GiB"
+               if est.get("tensor_headroom_bytes") is not None else f"{L['headroom']} {gib(head)} GiB"))
     cap = est.get("capacity")
     lines = [L["kv_capacity"].format(t=num(cap["kv_tokens"]), n=f"{int(cap['max_concurrency']):,}",
                                      x=num(cap["max_context"]))] if cap else []
