@@ -20,7 +20,7 @@ from gpuwise.estimate.links import card_rates
 from gpuwise.estimate.memory_infer import infer_memory
 from gpuwise.estimate.memory_train import train_memory
 from gpuwise.estimate.provenance import provenance
-from gpuwise.estimate.ranges import Ranged, estimate_values, fit_verdict, ranges_for, tensors_beside_full_pool
+from gpuwise.estimate.ranges import Ranged, estimate_values, fit_verdict, ranges_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed, infer_speed, train_speed
 from gpuwise.estimate.startup import startup
 from gpuwise.estimate.weights import checkpoint_format
@@ -72,7 +72,7 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         mem, d, w = self.memory, self.deployment, self.workload
         params = count_params(self.model)
-        tensors = tensors_beside_full_pool(mem)
+        tensors = mem.tensors_beside_full_pool
         out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "model": {"name": self.model.name, "params_total": params.total,

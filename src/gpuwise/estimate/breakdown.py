@@ -9,6 +9,8 @@ from gpuwise.i18n import Text
 COMPONENTS = ("weights", "kv_cache", "activations", "gradients", "optimizer", "overhead")
 
 
+POOL_AT_CARD_BYTES = 1024.0  # a saved plan rounds its byte counts: a pool within this of the card is at it
+
 @dataclass(frozen=True)
 class Item:
     """One line of the breakdown: which component it adds to, bytes per GPU, and the formula."""
@@ -101,3 +103,14 @@ class MemoryResult:
     @property
     def fits(self) -> bool:
         return self.breakdown.required <= self.usable
+
+    @property
+    def tensors_beside_full_pool(self) -> float | None:
+        """A training pool counted at the card's size (memory_train: PyTorch frees cached blocks before an
+        allocation fails): what nvidia-smi shows cannot pass the card, and whether the job fits is the
+        tensors' question. The allocated peak plus the memory outside the pool, or None. Read from the
+        byte counts, so a saved plan (which rounds them) reads the same."""
+        b = self.breakdown
+        if b.reserved_peak > b.allocated_peak and b.device_total >= self.usable - POOL_AT_CARD_BYTES:
+            return b.allocated_peak + b.device_total - b.reserved_peak
+        return None

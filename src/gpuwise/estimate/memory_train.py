@@ -369,7 +369,6 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                     earlier_loss_segments(model, w, loss, tp))
     # The pool never grows past the card: before an allocation would fail, the caching allocator
     # frees its cached segments and retries (CUDACachingAllocator.cpp release_cached_blocks).
-    capped = slack + pooled > room
     slack = float(round(min(slack + pooled, room)))  # whole bytes: a saved plan's items add up to its totals
     reserved = allocated + slack
     device = reserved + outside
@@ -389,8 +388,10 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                                 allocated_peak=allocated, reserved_peak=reserved, device_total=device,
                                 framework_reports=fw.peak_reported)
     host = HostMemory(cpu_ram=st.host.cpu_ram + acts.offloaded / tp * d.gpus, nvme=st.host.nvme)
-    pool_note = (_POOL_AT_CARD,) if capped and room > 0 else ()
-    return MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w) + pool_note)
+    result = MemoryResult(breakdown=breakdown, usable=d.card.usable_bytes, host=host, warnings=_warnings(w))
+    if result.tensors_beside_full_pool is None:
+        return result
+    return replace(result, warnings=result.warnings + (_POOL_AT_CARD,))
 
 
 def _dequantized(model: ModelArch, w: Workload) -> float:

@@ -148,29 +148,16 @@ def estimate_values(mem: MemoryResult, speed: InferSpeed | TrainSpeed | None, co
     if cost is not None:
         values |= {"cost.per_million_tokens": cost.per_million_tokens, "cost.per_run": cost.per_run,
                    "cost.run_hours": cost.run_hours}
-    tensors = tensors_beside_full_pool(mem)
-    if tensors is not None:
+    tensors = mem.tensors_beside_full_pool
+    if tensors is not None:  # not banded themselves: they cap memory.required's band (ranges_for)
         values |= {"memory.pool_card": mem.usable, "memory.tensors": tensors}
     return {k: float(v) for k, v in values.items() if v is not None}
 
 
-POOL_AT_CARD_BYTES = 1024.0  # a saved plan rounds its byte counts: a pool within this of the card is at it
-
-
-def full_pool_top(high: float, usable: float, tensors: float | None, cell: Cell) -> float:
-    """The top of the memory band when the pool is counted at the card (`tensors` not None): the card,
-    unless the tensors' own band reaches past it."""
-    return high if tensors is None else min(high, max(usable, band(tensors, cell).high))
-
-
-def tensors_beside_full_pool(mem: MemoryResult) -> float | None:
-    """A training pool counted at the card's size (memory_train: PyTorch frees cached blocks before an
-    allocation fails): what nvidia-smi shows cannot pass the card, and whether the job fits is the
-    tensors' question. Returns the allocated peak plus the memory outside the pool, or None."""
-    b = mem.breakdown
-    if b.reserved_peak > b.allocated_peak and b.device_total >= mem.usable - POOL_AT_CARD_BYTES:
-        return b.allocated_peak + b.device_total - b.reserved_peak
-    return None
+def full_pool_cap(usable: float, tensors: float, cell: Cell) -> float:
+    """The top of the memory band when the pool is counted at the card: the card, unless the tensors'
+    own band reaches past it."""
+    return max(usable, band(tensors, cell).high)
 
 
 def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, family: str, task: str = "",
@@ -196,7 +183,7 @@ def ranges_for(values: Mapping[str, float], *, training: bool, engine: str, fami
         r = band(value, cell, inverse=inverse)
         cap, floor = caps.get(path, math.inf), floors.get(path, 0.0)
         if path == "memory.required" and "memory.pool_card" in values:
-            cap = min(cap, full_pool_top(math.inf, values["memory.pool_card"], values["memory.tensors"], cell))
+            cap = min(cap, full_pool_cap(values["memory.pool_card"], values["memory.tensors"], cell))
         out[path] = Range(min(max(r.low, floor), cap), min(max(r.high, floor), cap), r.cell)
     return Ranged(out)
 

@@ -25,7 +25,7 @@ from gpuwise.estimate.api import (
 )
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.cost import Cost
-from gpuwise.estimate.ranges import Cell, band, find_cell, full_pool_top, tensors_beside_full_pool
+from gpuwise.estimate.ranges import Cell, band, find_cell, full_pool_cap
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.estimate.workload import Deployment, Workload
@@ -115,7 +115,8 @@ class Candidate:
         cell = _memory_cell(w.is_training, d.engine, d.card.family, w.task, w.framework)
         if cell is None or not math.isfinite(required) or required <= 0:
             return None
-        return full_pool_top(band(required, cell).high, self.memory.usable, tensors_beside_full_pool(self.memory), cell)
+        top, tensors = band(required, cell).high, self.memory.tensors_beside_full_pool
+        return top if tensors is None else min(top, full_pool_cap(self.memory.usable, tensors, cell))
 
     @property
     def tight(self) -> bool:
