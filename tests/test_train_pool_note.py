@@ -45,3 +45,14 @@ def test_a_pool_at_the_card_is_judged_by_its_tensors() -> None:
     assert two["ranges"]["memory.required"]["high"] > usable  # type: ignore[index]
     roomy = _estimate(model="qwen2.5-7b", card="h100-sxm", task="lora")
     assert roomy["tensor_headroom_bytes"] is None
+
+
+def test_the_verdict_line_gives_the_tensors_headroom_when_the_pool_fills_the_card() -> None:
+    from gpuwise.cli.estimate_view import _verdict_line
+    from gpuwise.units import GiB
+
+    for mb, word in ((1, "FITS"), (2, "TIGHT")):
+        est = _estimate(model="qwen2.5-7b", card="rtx-4090", task="lora", micro_batch=mb)
+        line = _verdict_line(est, zh=False)
+        assert line.find(word) >= 0 and f"{est['tensor_headroom_bytes'] / GiB:.2f} GiB" in line  # type: ignore[operator]
+        assert "0.00 GiB" not in line

@@ -82,14 +82,16 @@ def _ms(v: float) -> str:
 
 def _verdict_line(r: dict[str, Any], zh: bool) -> str:
     head = r["headroom_bytes"]
+    if r.get("tensor_headroom_bytes") is not None:  # the caching pool fills the card: the tensors' headroom
+        head = r["tensor_headroom_bytes"]
     top = r.get("ranges", {}).get("memory.required")
     if r.get("fit") == "tight" and top:
         return (f"[bold yellow]{'勉强放得下' if zh else 'TIGHT'}[/] — "
                 + (f"按估算余量 {fmt_gib(head)}，但按 80% 区间上限（{fmt_gib(top['high'], 1)}）放不下" if zh else
                    f"fits at the estimate (headroom {fmt_gib(head)}), not at the top of its 80 % range "
                    f"({fmt_gib(top['high'], 1)})"))
-    if r["fits"] and r.get("tensor_headroom_bytes") is not None:  # the caching pool fills the card
-        left = fmt_gib(r["tensor_headroom_bytes"])
+    if r["fits"] and r.get("tensor_headroom_bytes") is not None:
+        left = fmt_gib(head)
         return (f"[bold green]放得下[/] — 张量之外余 {left}；缓存池会占满显卡" if zh else
                 f"[bold green]FITS[/] — the tensors leave {left}; the caching pool fills the card")
     if r["fits"]:
