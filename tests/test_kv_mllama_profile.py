@@ -10,7 +10,7 @@ torch.stack copy, the gated global encoder, CLIPMLP with an out-of-place GELU, t
 column-/row-parallel widths. The memory-efficient SDPA kernel CUDA picks for a masked bf16 call
 writes only its output, so attention is modelled as that output. Run under FakeTensorMode at the
 true shapes (no memory is used) with PyTorch's MemTracker, its peak is what
-memory_infer.vision_profile_bytes must give, and for vllm#12126's run (meta-llama/Llama-3.2-11B-Vision,
+serving_rules.vision_profile_bytes must give, and for vllm#12126's run (meta-llama/Llama-3.2-11B-Vision,
 128 sequences, H100) near the logged 'PyTorch activation peak memory takes 36.63GiB'.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gpuwise.catalog.hf_config import arch_from_config
-from gpuwise.estimate.memory_infer import vision_profile_bytes
+from gpuwise.estimate.serving_rules import vision_profile_bytes
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB
 

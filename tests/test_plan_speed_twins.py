@@ -1,7 +1,7 @@
 """The plan search shares one memory estimate between cards that are memory twins (plan/fast.py
 `_Request.twin`): the same usable memory and, for serving, the same large-GPU verdict of the
 engine's rules and the same answer to whether a TP group of more than 2 GPUs sits on an NVLink
-fabric (memory_infer.card_fabric: the engines' NCCL buffers grow there). That is exact only while
+fabric (serving_rules.card_fabric: the engines' NCCL buffers grow there). That is exact only while
 a memory estimate reads nothing else of the card. These tests hold the estimator to it: a card
 given another card's memory and name but every other field of a different card (family,
 bandwidth, FP8, interconnect, form factor...) gets the very same memory estimate, for serving on
@@ -66,7 +66,7 @@ WIDE = [(Workload(context=8192, concurrency=8), {"engine": "vllm", "gpus": 4}),
 @pytest.mark.parametrize(("own", "other"), [("h100-sxm", "h100-pcie"), ("a100-80gb-sxm", "rtx-4090"),
                                             ("l40s", "b200")])
 def test_at_tp_over_2_the_estimate_reads_the_fabric_too(own: str, other: str) -> None:
-    from gpuwise.estimate.memory_infer import card_fabric
+    from gpuwise.estimate.serving_rules import card_fabric
 
     catalog = load_cards()
     card, rest = catalog.get(own), catalog.get(other)

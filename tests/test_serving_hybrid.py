@@ -14,7 +14,7 @@ import pytest
 from gpuwise.catalog.arch import LinearAttention
 from gpuwise.catalog.engines import engine_rules
 from gpuwise.catalog.sources import load_model
-from gpuwise.estimate.memory_infer import _hybrid_capacity, hybrid_pages
+from gpuwise.estimate.kv_pool import _hybrid_capacity, hybrid_pages
 from gpuwise.estimate.workload import Workload
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB

@@ -17,14 +17,8 @@ import pytest
 from gpuwise.catalog.cards import Card, load_cards
 from gpuwise.catalog.engines import engine_rules, rules
 from gpuwise.catalog.sources import load_model
-from gpuwise.estimate.memory_infer import (
-    card_fabric,
-    infer_memory,
-    on_card,
-    on_nvlink_fabric,
-    serving_part,
-    shortfall_floor,
-)
+from gpuwise.estimate.memory_infer import infer_memory, on_card, serving_part, shortfall_floor
+from gpuwise.estimate.serving_rules import card_fabric, on_nvlink_fabric
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB

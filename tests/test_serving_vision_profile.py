@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuwise.catalog.arch import VisionProfile
 from gpuwise.catalog.engines import engine_rules
 from gpuwise.catalog.hf_config import arch_from_config
-from gpuwise.estimate.memory_infer import vision_profile_bytes
+from gpuwise.estimate.serving_rules import vision_profile_bytes
 from gpuwise.service import EstimateRequest, estimate_json
 from gpuwise.units import GiB
 

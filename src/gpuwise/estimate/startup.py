@@ -16,17 +16,8 @@ from typing import Any
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.memory_infer import (
-    HybridPages,
-    batched_tokens,
-    engine_fraction,
-    hybrid_pages,
-    kv_element_bytes,
-    kv_share,
-    max_num_seqs,
-    rules_for,
-    tensor_parallel,
-)
+from gpuwise.estimate.kv_pool import HybridPages, engine_fraction, hybrid_pages, kv_element_bytes, kv_share
+from gpuwise.estimate.serving_rules import batched_tokens, max_num_seqs, rules_for, tensor_parallel
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.units import GiB, MiB
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
-from gpuwise.estimate.memory_infer import tensor_parallel
 from gpuwise.estimate.ranges import Ranged, estimate_values, ranges_for
+from gpuwise.estimate.serving_rules import tensor_parallel
 from gpuwise.estimate.weights import checkpoint_format
 from gpuwise.i18n import Text
 from gpuwise.plan.search import Candidate

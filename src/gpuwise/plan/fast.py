@@ -28,16 +28,9 @@ from gpuwise.catalog.prices import price_per_gpu_hour
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.api import CostOptions, check_valid, cost_of, estimate_memory, replica_users, scale_out, speed_of
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.memory_infer import (
-    Serving,
-    budget_cap,
-    card_fabric,
-    floor_limit,
-    floor_of,
-    on_card,
-    rules_for,
-    serving_part,
-)
+from gpuwise.estimate.kv_pool import budget_cap
+from gpuwise.estimate.memory_infer import Serving, floor_limit, floor_of, on_card, serving_part
+from gpuwise.estimate.serving_rules import card_fabric, rules_for
 from gpuwise.estimate.speed import InferSpeed, TrainSpeed
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.plan.search import (
@@ -194,7 +187,7 @@ class _Request:
     def twin(self, d: Deployment) -> int:
         """What a memory estimate reads of a deployment: every setting but the card, and of the card
         its memory, whether the engine gives it large-GPU defaults and whether the TP group is one
-        of more than 2 GPUs on an NVLink fabric (memory_infer.card_fabric; training reads the memory
+        of more than 2 GPUs on an NVLink fabric (serving_rules.card_fabric; training reads the memory
         alone). Two cards that agree there get the same estimate: the 4 cards of
         23.64 GiB, the 4 of 79.15 GiB. tests/test_plan_speed_twins.py holds the estimator to it."""
         return _known(d)[2 if self.training else 1]  # one small number per twin
