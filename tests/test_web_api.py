@@ -146,7 +146,7 @@ def test_an_unknown_parameter_is_a_422_listing_the_valid_names(client: Any) -> N
 
 
 def test_server_files_cannot_be_named_over_http(client: Any) -> None:
-    for query in ("cards_file=/etc/passwd", "calibration=/etc/passwd"):
+    for query in ("cards_file=/etc/passwd", "calibration=/etc/passwd", "replay=/etc/passwd"):
         assert client.get(f"/api/estimate?model=llama-3.1-8b&card=4090&{query}").status_code == 422
     for model in ("/etc/passwd", "../secrets", "~/x", "src/gpuwise"):
         r = client.get("/api/estimate", params={"model": model, "card": "4090"})

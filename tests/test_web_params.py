@@ -28,7 +28,7 @@ SPEC = spec_from_dataclass(Req, {"src": "model"})
 
 def test_every_field_becomes_a_parameter_except_server_paths() -> None:
     assert SPEC.names == ["model", "context", "budget", "margin", "note"]
-    assert set(spec_from_dataclass(EstimateRequest).names).isdisjoint({"cards_file", "calibration"})
+    assert set(spec_from_dataclass(EstimateRequest).names).isdisjoint({"cards_file", "calibration", "replay"})
 
 
 def test_dashes_underscores_and_aliases_name_the_same_parameter() -> None:

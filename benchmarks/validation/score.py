@@ -43,7 +43,7 @@ class Scored:
 
 def request_of(point: Point) -> EstimateRequest:
     fields = dict(point.request)
-    for key in ("model", "cards_file"):  # table-local files: validation/models, validation/cards
+    for key in ("model", "cards_file", "replay"):  # table-local files: validation/models, cards, runs
         if str(fields.get(key, "")).startswith("validation/"):
             fields[key] = str(ROOT / str(fields[key]))
     if fields.get("concurrency") == "max":

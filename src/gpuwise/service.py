@@ -6,7 +6,7 @@ The CLI and the web API both call these, so `--json` and the HTTP API return the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
 from gpuwise.estimate.workload import ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
 from gpuwise.i18n import Text
+from gpuwise.replay import MAX_REQUESTS, load_recorded_run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +49,9 @@ class EstimateRequest(PipelineShape):
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None  # None: the engine's default
     requests: int | None = None  # a benchmark run of N prompts sent at once: its throughput (None: steady state)
+    # A recorded benchmark's result JSON: replay its own prompts (gpuwise.replay). A server path: never
+    # settable over HTTP (web/params.py).
+    replay: str | None = field(default=None, metadata={"path": True})
     engine: str = "vllm"
     engine_version: str = ""  # '' = the newest rules gpuwise has for the engine
     mem_fraction: float | None = None  # SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction
@@ -171,36 +175,47 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
     result = estimate(model, w, d, allow_long_context=req.allow_long_context, cost=opts,
                       calibration=calibration, replicas=req.replicas)
-    if req.requests is not None:
+    if req.requests is not None or req.replay is not None:
         result = _benchmark_run(req, result)
     return result, note
 
 
-MAX_RUN_REQUESTS = 1 << 17  # a simulated run of this many prompts stays under a few seconds
+MAX_RUN_REQUESTS = MAX_REQUESTS  # a simulated run of this many prompts stays under a few seconds
 
 
 def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
     """--requests N: the throughput of one engine's finite run of N prompts sent at once
-    (estimate/speed.py benchmark_run), in place of the steady-state figure."""
+    (estimate/speed.py benchmark_run), in place of the steady-state figure; --replay FILE: the same
+    run over a recorded benchmark's own prompts (gpuwise.replay)."""
     import dataclasses
 
     from gpuwise.estimate.links import card_rates
     from gpuwise.estimate.speed import InferSpeed, benchmark_run
 
-    n = req.requests
+    recorded = None
+    if req.replay is not None:
+        run = load_recorded_run(req.replay)
+        recorded = list(zip(run.prompts, run.outputs, strict=True))
+        if req.requests is not None and req.requests != len(recorded):
+            raise InputError(Text(f"--requests {req.requests:,} and --replay's {len(recorded):,} recorded "
+                                  "requests disagree: give one of them.",
+                                  f"--requests {req.requests:,} 与 --replay 录制的 {len(recorded):,} 个请求"
+                                  "不一致：二者只给其一。"))
+    n = len(recorded) if recorded is not None else req.requests
     if n is None or isinstance(n, bool) or not 1 <= n <= MAX_RUN_REQUESTS:
         raise InputError(Text(f"--requests must be between 1 and {MAX_RUN_REQUESTS:,}; got {req.requests}.",
                               f"--requests 必须在 1 到 {MAX_RUN_REQUESTS:,} 之间，实际为 {req.requests}。"))
     if req.task != "infer" or req.replicas != 1:
-        raise InputError(Text("--requests describes one serving engine's benchmark run: use it with --task infer "
-                              "and --replicas 1.",
-                              "--requests 描述单个推理引擎的一次压测：请配合 --task infer 与 --replicas 1 使用。"))
+        raise InputError(Text("--requests and --replay describe one serving engine's benchmark run: use them "
+                              "with --task infer and --replicas 1.",
+                              "--requests 与 --replay 描述单个推理引擎的一次压测：请配合 --task infer 与 "
+                              "--replicas 1 使用。"))
     if not isinstance(result.speed, InferSpeed) or result.memory.capacity is None:
         return result
     rates = card_rates(result.deployment.card, result.calibration, result.deployment.gpus)
-    run = benchmark_run(result.model, result.workload, result.deployment, result.memory, rates,
-                        n, result.speed)
-    return dataclasses.replace(result, speed=run)
+    speed = benchmark_run(result.model, result.workload, result.deployment, result.memory, rates,
+                          n, result.speed, recorded)
+    return dataclasses.replace(result, speed=speed)
 
 
 def is_diffusion(source: str) -> bool:

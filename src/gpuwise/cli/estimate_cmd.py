@@ -54,6 +54,14 @@ def register(app: typer.Typer) -> None:
                      "default: steady state.",
             ),
         ] = None,
+        replay: Annotated[
+            str | None,
+            typer.Option(
+                "--replay",
+                help="Replay a recorded run's own prompts: the JSON vLLM's benchmark saves with "
+                     "--save-result (its input_lens and output_lens), sent at once.",
+            ),
+        ] = None,
         engine: Annotated[
             str, typer.Option("--engine", help="vllm | sglang | trtllm | llamacpp | transformers")
         ] = "vllm",
@@ -253,7 +261,7 @@ def register(app: typer.Typer) -> None:
             model=src, card=card, gpus=gpus, task=task, weights=weights, kv_dtype=kv_dtype, context=context,
             concurrency=concurrency, output_tokens=output_tokens,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, engine=engine,
-            requests=requests,
+            requests=requests, replay=replay,
             engine_version=engine_version,
             mem_fraction=mem_fraction, cpu_mem_bw=cpu_mem_bw,
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, ep=ep, virtual_stages=virtual_stages,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -201,7 +202,8 @@ def output_lengths(requests: int, mean: int, cap: int) -> list[int]:
 
 
 def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates,
-                  requests: int, steady: InferSpeed) -> InferSpeed:
+                  requests: int, steady: InferSpeed,
+                  recorded: Sequence[tuple[int, int]] | None = None) -> InferSpeed:
     """A finite benchmark run (vLLM benchmark_serving --num-prompts N --request-rate inf): N prompts
     sent at once, at most the engine's running slots (--concurrency, less when the KV pool holds
     fewer) decoding together; each admitted request's prefill runs before its first token (V0 runs
@@ -209,13 +211,24 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
     of the batch still running, so the run drains at small batches behind its longest outputs.
     The throughput is the run's output tokens over its duration, as benchmark_serving reports it; the
     time per output token is the run's median inter-token gap (benchmark_serving's median ITL): the
-    median over every token of its step's time, the collector pauses apart (a few long gaps)."""
+    median over every token of its step's time, the collector pauses apart (a few long gaps).
+    `recorded` replays a recorded run's own (prompt, output) tokens per request, in the order sent
+    (gpuwise.replay), in place of `requests` drawn lengths at the workload's means: a prompt's prefill
+    is costed by its tokens (its attention's quadratic part at the workload's mean prompt), and a
+    request counted at 0 output tokens still takes one step (its end-of-sequence token) but adds no
+    tokens, as the benchmark counts them."""
     tp = tensor_parallel(model, d)
     slots = w.concurrency
     cap = mem.capacity
     if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < slots:
         slots = int(cap.max_concurrency)
-    lengths = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
+    if recorded:
+        prompts = [p for p, _ in recorded]
+        counted = [max(0, o) for _, o in recorded]
+    else:
+        counted = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
+        prompts = [w.prompt_len] * len(counted)
+    lengths = [max(1, o) for o in counted]
     weights = _decode_weight_bytes(model, w, slots) / (tp * d.pp)
     pre = _prefill(model, w, d, mem, r, tp, compute_precision(model, w, d), weights)
     stage: dict[int, _Step] = {}
@@ -232,31 +245,36 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
 
     import heapq
 
-    seconds, step, queue = 0.0, 0, iter(lengths)
-    running: list[tuple[int, int]] = []  # (the step each running request ends at, the step it began)
+    seconds, step, queue = 0.0, 0, iter(zip(lengths, prompts, strict=True))
+    running: list[tuple[int, int, int]] = []  # (the step each running request ends at, the step it began, its prompt)
     began = 0  # the sum of the running requests' first steps
+    held_prompts = 0  # the sum of the running requests' prompt tokens
     gaps: list[tuple[float, int]] = []  # (a step's time without its pause, tokens it gives)
     waiting = len(lengths)
     while waiting or running:
         admitted = 0
         while waiting and len(running) < slots:
-            heapq.heappush(running, (step + next(queue), step))
+            length, prompt = next(queue)
+            heapq.heappush(running, (step + length, step, prompt))
             began += step
+            held_prompts += prompt
             waiting -= 1
-            admitted += 1
+            admitted += max(1, prompt)
         if admitted:  # the prompts admitted together fill whole prefill forwards
-            seconds += pre.seconds(admitted)
+            seconds += pre.seconds(admitted / pre.prompt)
         steps = running[0][0] - step  # until the next request finishes, the batch stays the same
         n = len(running)
-        held = n * w.prompt_len + n * (step + steps / 2) - began  # each holds its prompt and its output so far
+        held = held_prompts + n * (step + steps / 2) - began  # each holds its prompt and its output so far
         t, pause = step_time(n, held)
         seconds += steps * t
         gaps.append((t - pause, steps * n))
         step = running[0][0]
         while running and running[0][0] == step:
-            began -= heapq.heappop(running)[1]
+            _, first, prompt = heapq.heappop(running)
+            began -= first
+            held_prompts -= prompt
     itl = _weighted_median(gaps)
-    return dataclasses.replace(steady, throughput_tokens_per_s=sum(lengths) / seconds, run_requests=requests,
+    return dataclasses.replace(steady, throughput_tokens_per_s=sum(counted) / seconds, run_requests=len(lengths),
                                run_seconds=seconds, tpot_s=itl, decode_tokens_per_s=1 / itl)
 
 
