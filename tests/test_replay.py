@@ -29,7 +29,8 @@ def _write(tmp_path: Path, doc: object, name: str = "run.json") -> Path:
 def _run(tmp_path: Path, prompts: list[int], outputs: list[int], **kw: object) -> dict[str, Any]:
     path = _write(tmp_path, {"request_rate": "inf", "input_lens": prompts, "output_lens": outputs},
                   f"run{len(list(tmp_path.iterdir()))}.json")
-    return estimate_json(EstimateRequest(**{**BASE, **kw}, replay=str(path)))["speed"]
+    speed: dict[str, Any] = estimate_json(EstimateRequest(**{**BASE, **kw}, replay=str(path)))["speed"]
+    return speed
 
 
 def test_recorded_file_reads_its_own_lengths() -> None:
