@@ -42,7 +42,7 @@ class Bound:
     def range_text(self) -> Text:
         low, high = _fmt(self.low), _fmt(self.high)
         if self.low_open:
-            return Text(f"greater than {low} and at most {high}", f"大于 {low} 且不超过 {high}")
+            return Text(f"greater than {low} and at most {high}", f"大于 {low} 且不超过 {high} 的数值")
         what = ("a whole number", "整数") if self.kind == "int" else ("a number", "数值")
         return Text(f"{what[0]} from {low} to {high}", f"{low} 到 {high} 之间的{what[1]}")
 
@@ -122,7 +122,7 @@ def out_of_range(bound: Bound, value: Any, label: str | None = None) -> InputErr
     name = label or bound.flag_name
     rng = bound.range_text()
     return InputError(Text(f"{name} must be {rng.en}; got {_shown(value)}.",
-                           f"{name} 必须是{rng.zh}，实际为 {_shown(value)}。"))
+                           f"{name} 必须是 {rng.zh}，实际为 {_shown(value)}。"))
 
 
 def check_value(field: str, value: object, label: str | None = None) -> float:

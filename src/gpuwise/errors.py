@@ -84,11 +84,10 @@ def unknown_name(kind: Text, word: str, choices: Iterable[str], list_command: st
     matches = close_matches(word, choices)
     message = Text(f"Unknown {kind.en} '{word}'.", f"未知的{kind.zh}“{word}”。")
     options = list(dict.fromkeys(choices))
-    if matches:
-        quoted = ", ".join(f"'{m}'" for m in matches)
-        message = message + Text(f" Did you mean {quoted}?", f"您是否想输入 {quoted}？")
+    if matches:  # a Chinese list is joined with 、, an English one with commas
+        quoted = [f"'{m}'" for m in matches]
+        message = message + Text(f" Did you mean {', '.join(quoted)}?", f"您是否想输入 {'、'.join(quoted)}？")
     elif len(options) <= 8:  # a short closed list: name every choice
-        listed = ", ".join(options)
-        message = message + Text(f" Choose one of: {listed}.", f"可选：{listed}。")
+        message = message + Text(f" Choose one of: {', '.join(options)}.", f"可选：{'、'.join(options)}。")
     hint = Text(f"Run `{list_command}` to list them.", f"运行 `{list_command}` 查看全部。")
     return UnknownNameError(message, hint=hint, suggestions=matches)

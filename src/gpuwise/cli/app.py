@@ -82,5 +82,27 @@ def command() -> Any:
     return built
 
 
-def run() -> None:
-    command()()
+def run(args: list[str] | None = None) -> None:
+    """Run the command line; its own parse errors (a value that does not convert, an unknown flag,
+    a missing value) are worded by gpuwise in the user's language, like every other user error."""
+    import sys
+
+    from typer._click import exceptions as cx
+
+    words = sys.argv[1:] if args is None else args
+    try:
+        code = command().main(words, prog_name="gpuwise", standalone_mode=False)
+    except cx.NoArgsIsHelpError as err:  # a bare group: its help, as Click prints it
+        err.show()
+        code = err.exit_code
+    except cx.ClickException as err:
+        from gpuwise.cli.common import report
+        from gpuwise.cli.usage import as_gpuwise_error, json_in, lang_in
+
+        code = report(as_gpuwise_error(err, words, command()), json_out=json_in(words), lang=lang_in(words))
+    except typer.Abort:
+        from gpuwise.cli.usage import lang_in
+
+        sys.stderr.write(("已中止。" if lang_in(words) == "zh" else "Aborted!") + "\n")
+        code = 1
+    raise SystemExit(code if isinstance(code, int) else 0)

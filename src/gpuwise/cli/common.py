@@ -21,10 +21,11 @@ LangOpt = Annotated[
 ]
 
 
-def lang_of(flag: str | None) -> Lang:
+def lang_of(flag: str | None, json_out: bool = False) -> Lang:
     if flag is not None and flag.lower() not in ("zh", "en", "zh-cn", "zh_cn", "cn"):
+        # worded in the locale's language (GPUWISE_LANG, LANG...): the flag that was to choose it is the typo
         fail(GpuwiseError(Text(f"Unknown language '{flag}': use zh or en.",
-                               f"未知语言“{flag}”：请用 zh 或 en。")), json_out=False, lang="en")
+                               f"未知语言“{flag}”：请用 zh 或 en。")), json_out=json_out, lang=pick_lang(None))
     return pick_lang(flag)
 
 
@@ -34,6 +35,11 @@ def print_json(obj: Any) -> None:
 
 def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:
     """Report a user error: JSON on stdout with --json, else a message on stderr; exit non-zero."""
+    raise typer.Exit(report(err, json_out=json_out, lang=lang))
+
+
+def report(err: GpuwiseError, *, json_out: bool, lang: Lang) -> int:
+    """Print a user error (JSON on stdout with --json, else a message on stderr); its exit status."""
     if json_out:
         print_json(err.to_dict())
     else:
@@ -41,17 +47,18 @@ def fail(err: GpuwiseError, *, json_out: bool, lang: Lang) -> NoReturn:
         from rich.markup import escape
 
         console = Console(stderr=True, highlight=False)
-        label = "错误" if lang == "zh" else "error"
-        console.print(f"[bold red]{label}:[/] {escape(printable(err.message.render(lang)))}", markup=True)
+        label = "[bold red]错误：[/]" if lang == "zh" else "[bold red]error:[/] "
+        # wrapped by cells, between Chinese characters too (Rich alone would break at spaces only)
+        say(console, label + escape(printable(err.message.render(lang))))
         if err.hint is not None:
-            console.print(printable(err.hint.render(lang)), markup=False)
-    raise typer.Exit(err.exit_code)
+            say(console, escape(printable(err.hint.render(lang))))
+    return err.exit_code
 
 
 def run_command(json_out: bool, lang_flag: str | None,
                 compute: Callable[[], Any], render: Callable[[Any, Lang], None]) -> None:
     """Compute, then print JSON or the human rendering; user errors never become tracebacks."""
-    lang = lang_of(lang_flag)
+    lang = lang_of(lang_flag, json_out)
     try:
         result = compute()
     except GpuwiseError as err:
