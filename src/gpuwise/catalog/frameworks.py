@@ -62,6 +62,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
     "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
+    "pp_keeps_outputs": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -139,6 +140,10 @@ class Framework:
     # bound through backward and the optimizer step, until the next forward rebinds it (torchtune before
     # 'del logits', #1046 and #1235): one more logits-sized tensor beside the loss, its gradients and the step
     loss_logits_kept: bool = False
+    # pipeline parallelism: the last stage keeps every micro-batch's output (the logits) until the step
+    # ends, to merge and return them (torch.distributed.pipelining output_chunks; step(return_outputs=False)
+    # drops them, torchtitan's since 2025-10)
+    pp_keeps_outputs: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

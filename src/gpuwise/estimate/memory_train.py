@@ -342,27 +342,44 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     # 1F1B pipeline: the first stage runs pp forwards before its first backward, so it holds pp
     # micro-batches of its layers' activations; the last stage holds one, plus the head and the loss
     # (Korthikanti et al. 2022, s.4.2.3: "the first stage must store activations for p micro-batches").
-    # The worse of the two stages is the one reported.
+    # The last stage also keeps every micro-batch's logits where the schedule returns them (_last_stage_
+    # outputs). The worse of the two stages is the one reported (torchtitan's tables: 'Different PP ranks
+    # can have different peak memory usages. We take the maximum across all GPUs.').
     # Interleaved 1F1B (v model chunks per stage) warms up further, within the step's micro-batches.
     in_flight = _first_stage_in_flight(d.pp, d.virtual_stages, w.grad_accum) if d.pp > 1 else 1.0
-    if in_flight > 1:
-        first = in_flight * (kept - acts.head / tp)
-        if first > kept + loss:
-            kept, loss, named = first, 0.0, 0.0
+    outputs = _last_stage_outputs(model, fw, w, tp) if d.pp > 1 else 0.0
+    loss, named = loss + outputs, named + outputs
     context, cublas, nccl = _runtime()
     talking = d.gpus * d.nodes > 1
     persistent = st.weights + st.adapters + st.optimizer + st.gather + cublas
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
-    phases = (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
-              # backward: acts freed as grads grow, beside the unit being reduced
-              persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing + named,
-              persistent + st.gradients + st.step_temp + named)  # optimizer step
-    allocated = max(phases)
+
+    def step_phases(kept: float, loss: float, named: float) -> tuple[float, float, float]:
+        return (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
+                # backward: acts freed as grads grow, beside the unit being reduced
+                persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing + named,
+                persistent + st.gradients + st.step_temp + named)  # optimizer step
+
+    def pool(phases: tuple[float, float, float], loss: float, outputs: float) -> tuple[float, float, float]:
+        """(allocated, FSDP's stream pool, the loss's and the churn's slack) of one stage's step."""
+        allocated = max(phases)
+        pooled = stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0)
+        # the last stage's kept outputs are made at one size per micro-batch and freed together: no churn
+        churn, churned_loss = max(0.0, allocated - persistent - carried - outputs), loss - outputs
+        return allocated, pooled, _LOSS_SLACK * min(churned_loss, churn) + _OTHER_SLACK * max(0.0, churn - churned_loss)
+
+    phases = step_phases(kept, loss, named)
+    allocated, pooled, slack = pool(phases, loss, outputs)
+    if in_flight > 1:  # the first stage: in-flight micro-batches, no head, no loss; the larger figure is reported
+        first = in_flight * (kept - acts.head / tp)
+        first_phases = step_phases(first, 0.0, 0.0)
+        first_pool = pool(first_phases, 0.0, 0.0)
+        counted = 1 if fw.peak_reported == "allocated" else 3  # the figure the framework logs
+        if sum(first_pool[:counted]) > sum((allocated, pooled, slack)[:counted]):
+            kept, loss, named, phases = first, 0.0, 0.0, first_phases
+            allocated, pooled, slack = first_pool
     outside = context + (nccl if talking else 0.0)  # device memory the PyTorch pool never holds
     room = max(0.0, d.card.usable_bytes - outside - allocated)
-    pooled = stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0)
-    churn = max(0.0, allocated - persistent - carried)
-    slack = _LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss)
     varied = fw.variable_length_batches and not w.packing and w.loss == "full"
     if varied:
         slack = max(slack, earlier_in_place_segments(model, w, fw.logits_fp32, tp) if in_place else
@@ -405,6 +422,24 @@ def _dequantized(model: ModelArch, w: Workload) -> float:
 
 
 
+
+
+def _last_stage_outputs(model: ModelArch, fw: Framework, w: Workload, tp: int) -> float:
+    """The logits the last pipeline stage keeps for the whole step where the schedule returns its outputs:
+    forward_one_chunk appends each micro-batch's output to output_chunks, which step() merges and returns
+    after the last backward and clears only when the next step starts (pytorch/pytorch torch/distributed/
+    pipelining/stage.py and schedules.py; since PR #138504, 2024-10-21, backward_one_chunk detaches them,
+    so the data stays but not the loss's graph; PR #153383, 2025-05-12, stopped the other stages keeping
+    theirs). torchtitan at 9dec370 calls pp_schedule.step(target=labels, losses=losses) and drops what it
+    returns (train.py@9dec370 lines 281-292); from e5ef99aa (2025-10-22, PR #1922) it passes
+    return_outputs=False. The model hands them over in bf16 (torchtitan/models/llama/model.py@9dec370
+    Transformer.forward: output = self.output(h), its .float() is inside the loss), sharded over the
+    vocabulary under loss_parallel (ColwiseParallel output_layouts Shard(-1), use_local_output False).
+    During the last micro-batch's backward all of them are alive, its own included."""
+    if not fw.pp_keeps_outputs:
+        return 0.0
+    logits = 2.0 * w.seq_len * w.micro_batch * model.vocab_size * w.grad_accum
+    return logits / tp if fw.loss_parallel else logits
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
