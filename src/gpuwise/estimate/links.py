@@ -178,16 +178,27 @@ def allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> f
     return latency + 2 * (n - 1) / n * n_bytes / busbw
 
 
-def sized_allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:
+def sized_allreduce_seconds(n_bytes: float, n: int, busbw: float, latency: float,
+                            half_rate_bytes: float | None = None) -> float:
     """All-reduce of a message of `n_bytes` a GPU, with the bus bandwidth NCCL reaches at that size:
     below efficiency.toml [links] allreduce_half_rate_bytes its LL/LL128 protocols move data at
     about half the large-message rate, so the rate is busbw x (S + ref) / (S + 2 ref). Serving's
     per-layer all-reduces (batch x hidden x 2 bytes: 16 KB to 64 MB) sit on that slope; training's
-    gradient buckets sit on the plateau (speed_train.py keeps `allreduce_seconds`)."""
+    gradient buckets sit on the plateau (speed_train.py keeps `allreduce_seconds`). NVLink SHARP has
+    a slope of its own (`half_rate_bytes`: nvls_allreduce_shape)."""
     if n <= 1:
         return 0.0
-    ref = float(efficiency_table()["links"]["allreduce_half_rate_bytes"])
+    ref = float(efficiency_table()["links"]["allreduce_half_rate_bytes"]) if half_rate_bytes is None \
+        else half_rate_bytes
     return latency + 2 * (n - 1) / n * n_bytes / busbw * (1 + ref / (n_bytes + ref))
+
+
+def nvls_allreduce_shape() -> tuple[float, float]:
+    """(latency in seconds, half-rate message bytes) of NCCL's NVLink SHARP all-reduce inside an
+    NVSwitch node (efficiency.toml [links.nvls]): it reaches its large-message bus bandwidth only at
+    hundreds of MB, later than the ring protocols do."""
+    nvls = efficiency_table()["links"]["nvls"]
+    return float(nvls["latency_s"]), float(nvls["allreduce_half_rate_bytes"])
 
 
 def allgather_seconds(n_bytes: float, n: int, busbw: float, latency: float) -> float:

@@ -20,7 +20,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Precision
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.links import Rates, efficiency_table, sized_allreduce_seconds
+from gpuwise.estimate.links import Rates, efficiency_table
 from gpuwise.estimate.memory_infer import tensor_parallel
 from gpuwise.estimate.speed_decode import (
     _allreduce_busbw,
@@ -29,6 +29,7 @@ from gpuwise.estimate.speed_decode import (
     _decode_step,
     _decode_weight_bytes,
     _Step,
+    allreduce_message_seconds,
 )
 from gpuwise.estimate.speed_gemm import (
     POOL_ENGINES,
@@ -98,8 +99,8 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
                       step_breakdown_s={**parts, "overhead": step.overhead + step.kernel_floor, "cpu": step.cpu,
                                         "prefill_stall": stall},
-                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r, msg) if tp > 1 else 0.0,
-                      collective_path=_collective_path(d, tp, msg), kernel_floor_s=step.kernel_floor)
+                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r, msg, batch) if tp > 1 else 0.0,
+                      collective_path=_collective_path(d, tp, msg, batch), kernel_floor_s=step.kernel_floor)
 
 
 def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
@@ -130,23 +131,41 @@ class _Prefill(NamedTuple):
     prompt: int  # tokens of one prompt (at least 1)
     compute: float  # its FLOPs at the prefill rate
     read: float  # one pass over the weights (shared by every prompt of a packed forward)
-    comm: float  # its all-reduces under tensor parallel
+    comm: float  # its all-reduces under tensor parallel, the prompt alone in its forward
     offload: float  # weights kept off the GPU, crossing the host link once per forward
     budget: int  # prompt tokens one forward holds (>= prompt)
+    comm_forward: float | None = None  # one full forward's all-reduces (None: comm x budget / prompt)
+
+    @property
+    def _comm_full(self) -> float:
+        return self.comm * self.budget / self.prompt if self.comm_forward is None else self.comm_forward
+
+    def _comm_tokens(self, tokens: float) -> float:
+        """All-reduces of one forward of `tokens` prompt tokens (prompt <= tokens <= budget): each layer
+        all-reduces the forward's hidden states, every prompt's tokens in one message; between the two
+        sizes costed (one prompt, a full forward) linear in the tokens."""
+        if self.budget <= self.prompt:
+            return self.comm
+        part = (tokens - self.prompt) / (self.budget - self.prompt)
+        return self.comm + min(max(part, 0.0), 1.0) * (self._comm_full - self.comm)
 
     def seconds(self, prompts: float = 1.0) -> float:
         """`prompts` prompts prefilled together: their FLOPs add; the weights are read once per
-        forward of `budget` tokens (a prompt alone reads them all, as its TTFT does)."""
+        forward of `budget` tokens (a prompt alone reads them all, as its TTFT does), and each forward
+        all-reduces its tokens together."""
         if prompts == 1.0:
             return max(self.compute, self.read) + self.comm + self.offload
-        forwards = max(1.0, math.ceil(prompts * self.prompt / self.budget - 1e-9))
-        return max(prompts * self.compute, forwards * self.read) + prompts * self.comm + forwards * self.offload
+        tokens = prompts * self.prompt
+        forwards = max(1.0, math.ceil(tokens / self.budget - 1e-9))
+        comm = forwards * self._comm_tokens(tokens / forwards)
+        return max(prompts * self.compute, forwards * self.read) + comm + forwards * self.offload
 
     @property
     def packed(self) -> float:
-        """Seconds a prompt adds in a loaded engine, where waiting prompts fill whole forwards."""
+        """Seconds a prompt adds in a loaded engine, where waiting prompts fill whole forwards (their
+        weight pass, their all-reduces and their host crossings shared)."""
         share = self.prompt / self.budget
-        return max(self.compute, share * self.read) + self.comm + share * self.offload
+        return max(self.compute, share * self.read) + share * self._comm_full + share * self.offload
 
 
 @functools.cache
@@ -160,9 +179,9 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
              precision: Precision, weights: float) -> _Prefill:
     """One prompt: 2 x active params x tokens + causal attention 2 x layers x q_dim x tokens^2,
     at the family's prefill fraction of peak (FP8 at its own GEMM share), or the time to read the
-    weights once, whichever is longer; TP adds two all-reduces of the prompt per layer; weights kept
-    off the GPU cross PCIe once per forward (llama.cpp too: it offloads large batches' CPU layers
-    to the GPU). Where the engine's weight-only Marlin kernel stops scaling at large batch
+    weights once, whichever is longer; TP adds two all-reduces per layer of the forward's tokens
+    (_prefill_comm); weights kept off the GPU cross PCIe once per forward (llama.cpp too: it offloads
+    large batches' CPU layers to the GPU). Where the engine's weight-only Marlin kernel stops scaling at large batch
     (_marlin_prefill) the prompt's linear FLOPs take Marlin's plateau in place of the GEMM share
     (_decode_gemm_share); attention keeps the prefill rate."""
     prompt = max(w.prompt_len, 1)  # a request of one token still prefills that token
@@ -175,15 +194,23 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     if _marlin_prefill(model, w, d):  # the prompt's GEMMs at Marlin's plateau, not cuBLAS's share
         linear_rate = rate * _decode_gemm_share(model, w, d, r, precision) / r.gemm_at(precision)
     compute = (linear / linear_rate + attention / rate) / _peak_flops(d, precision)
-    msg = prompt * model.hidden_size * 2.0
-    comm = 2 * model.num_layers * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r, msg), r.link_latency)
+    budget = max(prompt, _prefill_batch_tokens(d.engine))
+    comm, comm_forward = (_prefill_comm(model, d, r, tp, tokens) for tokens in (prompt, budget))
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
         total = weight_bytes(model, w.weights).total / tp
         off_gpu = total * (1 - min(max(d.gpu_layers, 0), model.num_layers) / model.num_layers)
     link = float(efficiency_table()["links"]["nvme_gbps"]) * GB if mem.host.nvme else r.pcie_h2d
     return _Prefill(prompt=prompt, compute=compute, read=weights / r.mem_bw,
-                    comm=comm, offload=off_gpu / link, budget=max(prompt, _prefill_batch_tokens(d.engine)))
+                    comm=comm, offload=off_gpu / link, budget=budget, comm_forward=comm_forward)
+
+
+def _prefill_comm(model: ModelArch, d: Deployment, r: Rates, tp: int, tokens: int) -> float:
+    """Two all-reduces per layer of a prefill forward of `tokens` prompt tokens: the message is the
+    forward's hidden states (tokens x hidden x 2 bytes), all its prompts' tokens together (a packed
+    forward runs its layers once over the concatenated prompts), at the bus bandwidth the engine gets
+    for that size."""
+    return 2 * model.num_layers * allreduce_message_seconds(d, r, tokens * model.hidden_size * 2.0, tp, tokens)
 
 
 def output_lengths(requests: int, mean: int, cap: int) -> list[int]:

@@ -23,7 +23,14 @@ from gpuwise.catalog.cards import Precision
 from gpuwise.catalog.engines import step_cpu_fixed, step_cpu_per_seq, version_key
 from gpuwise.catalog.params import count_params
 from gpuwise.estimate.breakdown import MemoryResult
-from gpuwise.estimate.links import Rates, efficiency_table, host_memory_bandwidth, link_path, sized_allreduce_seconds
+from gpuwise.estimate.links import (
+    Rates,
+    efficiency_table,
+    host_memory_bandwidth,
+    link_path,
+    nvls_allreduce_shape,
+    sized_allreduce_seconds,
+)
 from gpuwise.estimate.memory_infer import kv_element_bytes, kv_share, rules_for
 from gpuwise.estimate.speed_gemm import _decode_gemm_share, _gemm_compute_seconds, _peak_flops, compute_precision
 from gpuwise.estimate.weights import weight_bytes
@@ -33,7 +40,7 @@ from gpuwise.units import GB
 
 _GGUF = Path(__file__).resolve().parent.parent / "data" / "gguf_types.toml"
 
-__all__ = ["gguf_decode_table", "step_cpu_held"]
+__all__ = ["allreduce_message_seconds", "gguf_decode_table", "step_cpu_held"]
 
 
 @functools.cache
@@ -197,14 +204,37 @@ def _gguf_factor(model: ModelArch, w: Workload, d: Deployment) -> float:
     return float(table["factors"].get(name, table["default"]))
 
 
-def _allreduce_busbw(d: Deployment, r: Rates, n_bytes: float = math.inf) -> float:
-    """The all-reduce bus bandwidth the engine gets for a message of `n_bytes` a GPU: NVLS where NCCL
-    may use it, the ring figure where the engine turns NVLS off (engines.toml nccl_nvls: SGLang by
-    default) or where the message goes through the engine's own peer-to-peer all-reduce instead of
-    NCCL (efficiency.toml [links] custom_allreduce_max_bytes)."""
-    if n_bytes <= _custom_allreduce_max(d.engine):
-        return r.link_busbw
-    return r.allreduce if rules_for(d).nccl_nvls else r.link_busbw
+def _allreduce_busbw(d: Deployment, r: Rates, n_bytes: float = math.inf, tokens: float = math.inf) -> float:
+    """The all-reduce bus bandwidth the engine gets for a message of `n_bytes` a GPU (`tokens` rows):
+    NVLS where NCCL may use it, the ring figure where the engine turns NVLS off (engines.toml
+    nccl_nvls: SGLang by default) or where the message goes through the engine's own peer-to-peer
+    all-reduce instead of NCCL (_custom_allreduce)."""
+    return r.allreduce if _nvls(d, r, n_bytes, tokens) else r.link_busbw
+
+
+def _nvls(d: Deployment, r: Rates, n_bytes: float, tokens: float = math.inf) -> bool:
+    """Does a message of `n_bytes` go through NCCL's NVLink SHARP all-reduce (the node has it, the
+    engine leaves it on, the message is past the engine's own all-reduce kernels)?"""
+    return not _custom_allreduce(d.engine, n_bytes, tokens) and rules_for(d).nccl_nvls and r.allreduce > r.link_busbw
+
+
+def allreduce_message_seconds(d: Deployment, r: Rates, n_bytes: float, tp: int, tokens: float = math.inf) -> float:
+    """One serving all-reduce of `n_bytes` a GPU (`tokens` rows) over `tp` GPUs, at the rate and size
+    slope of the path it takes: NVLS with its own latency and half-rate size
+    (links.nvls_allreduce_shape), else the ring-class figure and the link's latency."""
+    if _nvls(d, r, n_bytes, tokens):
+        latency, half_rate = nvls_allreduce_shape()
+        return sized_allreduce_seconds(n_bytes, tp, r.allreduce, latency, half_rate)
+    return sized_allreduce_seconds(n_bytes, tp, r.link_busbw, r.link_latency)
+
+
+def _custom_allreduce(engine: str, n_bytes: float, tokens: float) -> bool:
+    """Does the engine all-reduce this message with its own kernels? Up to its largest message
+    (efficiency.toml [links] custom_allreduce_max_bytes) and, where it also caps the rows, up to that
+    many tokens (custom_allreduce_max_tokens)."""
+    links = efficiency_table()["links"]
+    max_tokens = links.get("custom_allreduce_max_tokens", {}).get(engine)
+    return n_bytes <= _custom_allreduce_max(engine) and (max_tokens is None or tokens <= float(max_tokens))
 
 
 @functools.cache
@@ -213,11 +243,11 @@ def _custom_allreduce_max(engine: str) -> float:
     return float(efficiency_table()["links"]["custom_allreduce_max_bytes"].get(engine, 0))
 
 
-def _collective_path(d: Deployment, tp: int, n_bytes: float = math.inf) -> str:
+def _collective_path(d: Deployment, tp: int, n_bytes: float = math.inf, tokens: float = math.inf) -> str:
     """links.link_path, or the card's own link where the engine keeps NVLS off or all-reduces a
     message of `n_bytes` with its own kernels (_allreduce_busbw)."""
     path = link_path(d.card, tp)
-    nvls = rules_for(d).nccl_nvls and n_bytes > _custom_allreduce_max(d.engine)
+    nvls = rules_for(d).nccl_nvls and not _custom_allreduce(d.engine, n_bytes, tokens)
     return d.card.interconnect if path == "nvls" and not nvls else path
 
 
@@ -244,8 +274,7 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
         on_gpu = max(d.gpu_layers, 0) / model.num_layers  # the CPU layers read their KV from host RAM
         attention = kv * on_gpu / r.mem_bw + kv * (1 - on_gpu) / _offload_rate(d, mem, r)
     msg = batch * model.hidden_size * 2.0  # bf16 hidden state per token
-    comm = 2 * model.num_layers / d.pp * sized_allreduce_seconds(msg, tp, _allreduce_busbw(d, r, msg),
-                                                                 r.link_latency)
+    comm = 2 * model.num_layers / d.pp * allreduce_message_seconds(d, r, msg, tp, batch)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = _fixed_overhead(d.engine)  # per step: graph launch, sampling
     floor = _kernel_floor(model, d, precision, gemm, attention)  # per layer: the kernels' floors
