@@ -347,7 +347,7 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     # can have different peak memory usages. We take the maximum across all GPUs.').
     # Interleaved 1F1B (v model chunks per stage) warms up further, within the step's micro-batches.
     in_flight = _first_stage_in_flight(d.pp, d.virtual_stages, w.grad_accum) if d.pp > 1 else 1.0
-    outputs = _last_stage_outputs(model, fw, w, tp) if d.pp > 1 else 0.0
+    first_outputs, outputs = _kept_outputs(model, fw, w, tp) if d.pp > 1 else (0.0, 0.0)
     loss, named = loss + outputs, named + outputs
     context, cublas, nccl = _runtime()
     talking = d.gpus * d.nodes > 1
@@ -361,19 +361,19 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                 persistent + st.gradients + st.step_temp + named)  # optimizer step
 
     def pool(phases: tuple[float, float, float], loss: float, outputs: float) -> tuple[float, float, float]:
-        """(allocated, FSDP's stream pool, the loss's and the churn's slack) of one stage's step."""
+        """(allocated, FSDP's stream pool, the loss's and the churn's slack) of one stage's step; `loss`
+        without the kept `outputs`, which are made at one size per micro-batch and freed together: no churn."""
         allocated = max(phases)
         pooled = stream_pool(st.rs_stream, phases, allocated, fw.pp_unsharded_fsdp and d.pp > 1, carried > 0)
-        # the last stage's kept outputs are made at one size per micro-batch and freed together: no churn
-        churn, churned_loss = max(0.0, allocated - persistent - carried - outputs), loss - outputs
-        return allocated, pooled, _LOSS_SLACK * min(churned_loss, churn) + _OTHER_SLACK * max(0.0, churn - churned_loss)
+        churn = max(0.0, allocated - persistent - carried - outputs)
+        return allocated, pooled, _LOSS_SLACK * min(loss, churn) + _OTHER_SLACK * max(0.0, churn - loss)
 
     phases = step_phases(kept, loss, named)
-    allocated, pooled, slack = pool(phases, loss, outputs)
+    allocated, pooled, slack = pool(phases, loss - outputs, outputs)
     if in_flight > 1:  # the first stage: in-flight micro-batches, no head, no loss; the larger figure is reported
-        first = in_flight * (kept - acts.head / tp)
+        first = in_flight * (kept - acts.head / tp) + first_outputs
         first_phases = step_phases(first, 0.0, 0.0)
-        first_pool = pool(first_phases, 0.0, 0.0)
+        first_pool = pool(first_phases, 0.0, first_outputs)
         counted = 1 if fw.peak_reported == "allocated" else 3  # the figure the framework logs
         if sum(first_pool[:counted]) > sum((allocated, pooled, slack)[:counted]):
             kept, loss, named, phases = first, 0.0, 0.0, first_phases
@@ -424,22 +424,27 @@ def _dequantized(model: ModelArch, w: Workload) -> float:
 
 
 
-def _last_stage_outputs(model: ModelArch, fw: Framework, w: Workload, tp: int) -> float:
-    """The logits the last pipeline stage keeps for the whole step where the schedule returns its outputs:
-    forward_one_chunk appends each micro-batch's output to output_chunks, which step() merges and returns
-    after the last backward and clears only when the next step starts (pytorch/pytorch torch/distributed/
-    pipelining/stage.py and schedules.py; since PR #138504, 2024-10-21, backward_one_chunk detaches them,
-    so the data stays but not the loss's graph; PR #153383, 2025-05-12, stopped the other stages keeping
-    theirs). torchtitan at 9dec370 calls pp_schedule.step(target=labels, losses=losses) and drops what it
-    returns (train.py@9dec370 lines 281-292); from e5ef99aa (2025-10-22, PR #1922) it passes
-    return_outputs=False. The model hands them over in bf16 (torchtitan/models/llama/model.py@9dec370
-    Transformer.forward: output = self.output(h), its .float() is inside the loss), sharded over the
-    vocabulary under loss_parallel (ColwiseParallel output_layouts Shard(-1), use_local_output False).
-    During the last micro-batch's backward all of them are alive, its own included."""
+def _kept_outputs(model: ModelArch, fw: Framework, w: Workload, tp: int) -> tuple[float, float]:
+    """(first stage, last stage): the outputs a pipeline stage keeps for the whole step where the schedule
+    returns them. forward_one_chunk appends each micro-batch's output to output_chunks, which step() merges
+    and returns on the last stage after the last backward and clears only when the next step starts
+    (pytorch/pytorch torch/distributed/pipelining/stage.py in the v2.6.0 wheel, git 2236df17: line 703
+    'self.output_chunks.append(output)' on every stage, clear_runtime_states lines 507-514; schedules.py
+    PipelineScheduleSingle.step lines 478-509). The last stage detaches its outputs after their backward
+    (stage.py lines 818-825, PR #138504, 2024-10-21): the data stays, not the loss's graph; PR #153383
+    (2025-05-12) stopped the other stages keeping theirs. torchtitan at 9dec370 calls
+    pp_schedule.step(target=labels, losses=losses) and drops what it returns (train.py@9dec370 lines
+    281-292); from e5ef99aa (2025-10-22, PR #1922) it passes return_outputs=False. The first stage's
+    outputs are its last layer's, in bf16 and sequence-sharded under TP (torchtitan's SequenceParallel plan:
+    w2 RowwiseParallel output_layouts Shard(1)); the last stage's are the logits, bf16
+    (torchtitan/models/llama/model.py@9dec370 Transformer.forward: output = self.output(h), the .float() is
+    in the loss) and vocabulary-sharded under loss_parallel (ColwiseParallel output_layouts Shard(-1)).
+    At each stage's peak all m micro-batches' are alive (the first stage's in flight in fwd_cache too)."""
     if not fw.pp_keeps_outputs:
-        return 0.0
-    logits = 2.0 * w.seq_len * w.micro_batch * model.vocab_size * w.grad_accum
-    return logits / tp if fw.loss_parallel else logits
+        return 0.0, 0.0
+    tokens = w.seq_len * w.micro_batch * w.grad_accum  # all the step's micro-batches
+    logits = 2.0 * tokens * model.vocab_size
+    return 2.0 * tokens * model.hidden_size / tp, logits / tp if fw.loss_parallel else logits
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
