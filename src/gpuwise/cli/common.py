@@ -194,6 +194,7 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
     from rich.table import Table
     from rich.text import Text as RichText
 
+    from gpuwise.cli.helpfmt import cells as cell_width
     from gpuwise.cli.helpfmt import has_cjk, longest_token
 
     heads = [RichText(col.head.render(lang)) for col in columns]
@@ -242,6 +243,9 @@ def fit_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[A
             widths[rest[-1]] += spare - sum(shares.values())  # the rounding remainder
             spare = 0
             break
+    if title is not None:  # a title wider than the table would wrap inside it: widen the first column
+        table_width = sum(widths.values()) + 3 * len(shown) - 1
+        widths[shown[0]] += max(0, min(cell_width(printable(title)), int(console.width)) - table_width)
     table = Table(title=None if title is None else RichText(printable(title)),
                   box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, padding=(0, 1))
     for i in shown:

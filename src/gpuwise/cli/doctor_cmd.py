@@ -7,8 +7,8 @@ import typer
 from gpuwise.cli.common import JsonOpt, LangOpt, lang_of, print_json
 from gpuwise.i18n import Lang, Text
 
-_MARK = {"ok": "[green]ok[/]", "info": "[cyan]info[/]", "warn": "[yellow]warn[/]",
-         "error": "[bold red]error[/]"}
+_MARK = {"ok": ("green", Text("ok", "正常")), "info": ("cyan", Text("info", "提示")),
+         "warn": ("yellow", Text("warn", "警告")), "error": ("bold red", Text("error", "错误"))}
 
 
 def register(app: typer.Typer) -> None:
@@ -29,19 +29,29 @@ def doctor(json_out: JsonOpt = False, lang_flag: LangOpt = None) -> None:
 
 
 def _render(result: object, lang: Lang) -> None:
+    """Each finding's mark and title, then its fix and evidence indented under it; every line
+    wrapped by terminal cells with its continuation indented (a long `apt install` stays readable)."""
     from rich.console import Console
+    from rich.markup import escape
+
+    from gpuwise.cli.common import say
+    from gpuwise.cli.helpfmt import cells
 
     console = Console(highlight=False)
     findings = getattr(result, "findings", ())
+    marks = {k: (style, word.render(lang)) for k, (style, word) in _MARK.items()}
+    mark_w = max(cells(word) for _, word in marks.values())
+    colon = "：" if lang == "zh" else ": "
     for f in findings:
-        console.print(f"{_MARK[f.severity]}  {f.title.render(lang)}", markup=True)
+        style, word = marks[f.severity]
+        pad = " " * (mark_w - cells(word) + 2)
+        say(console, f"[{style}]{word}[/]{pad}{escape(f.title.render(lang))}", indent=mark_w + 2)
         if f.fix is not None:
             label = Text("fix", "修复").render(lang)
-            console.print(f"      {label}: ", end="", markup=False)
-            console.print(f.fix.render(lang), markup=False)
+            say(console, f"{' ' * (mark_w + 2)}{label}{colon}{escape(f.fix.render(lang))}", indent=mark_w + 4)
         if f.evidence:
-            console.print(f"      > {f.evidence}", markup=False, style="dim")
+            say(console, f"{' ' * (mark_w + 2)}[dim]> {escape(str(f.evidence))}[/]", indent=mark_w + 4)
     ok = getattr(result, "ok", False)
-    console.print(Text("No blocking problem found.", "未发现阻塞性问题。").render(lang) if ok else
-                  Text("Fix the errors above, then run `gpuwise doctor` again.",
-                       "请先修复上述错误，再运行 `gpuwise doctor`。").render(lang))
+    say(console, escape(Text("No blocking problem found.", "未发现阻塞性问题。").render(lang) if ok else
+                        Text("Fix the errors above, then run `gpuwise doctor` again.",
+                             "请先修复上述错误，再运行 `gpuwise doctor`。").render(lang)))

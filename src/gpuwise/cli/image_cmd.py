@@ -42,42 +42,49 @@ def _secs(v: float) -> str:
 
 
 def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
+    """A diffusion estimate: the title, the memory table (fit to the terminal, Chinese wrapped
+    between characters), then the verdict, speed, cost, notes and fixes, each wrapped by cells."""
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     zh = lang == "zh"
     c = Console(highlight=False)
-    j, m, sp = r["job"], r["memory"], r["speed"]
+    j, m = r["job"], r["memory"]
     size = f"{j['width']}x{j['height']}" + (f"x{j['frames']}f" if j["frames"] > 1 else "")
-    offload = _offload(j["offload"], lang)
     steps = f"{j['steps']} 步" if zh else f"{j['steps']} steps"
-    title = f"{r['model']['name']} · {r['card_name']} · {size} · {steps} · {offload}"
-    t = Table(title=escape(title) + ("（峰值阶段：" + _PHASES[m["peak_phase"]][1] + "）" if zh else
-                                      f" (peak: {_PHASES[m['peak_phase']][0]})"))
-    t.add_column("项目" if zh else "component")
-    t.add_column("显存" if zh else "memory", justify="right")
-    t.add_column("依据" if zh else "why")
+    title = f"{r['model']['name']} · {r['card_name']} · {size} · {steps} · {_offload(j['offload'], lang)}"
+    peak = _PHASES[m["peak_phase"]]
+    say(c, f"[bold]{safe(title)}[/]" + (f"（峰值阶段：{peak[1]}）" if zh else f" (peak: {peak[0]})"))
+    columns = [Column(Text("component", "项目")), Column(Text("memory", "显存"), right=True, whole=True),
+               Column(Text("why", "依据"), keep=1)]
+    rows: list[list[Any]] = []
     for item in m["items"]:
         label = _NAMES.get(item["name"], (item["name"], item["name"]))[1 if zh else 0]
-        t.add_row(escape(label), fmt_gib(item["bytes"]), escape(item["why_zh" if zh else "why"]))
-    t.add_row("[bold]" + ("合计（需要）" if zh else "required") + "[/]", f"[bold]{fmt_gib(m['required'])}[/]", "")
-    t.add_row("可用" if zh else "usable", fmt_gib(r["usable_bytes"]), _OS.get(r["os"], escape(str(r["os"]))))
-    c.print(t)
+        rows.append([label, fmt_gib(item["bytes"]), item["why_zh" if zh else "why"]])
+    rows.append(["合计（需要）" if zh else "required", fmt_gib(m["required"]), ""])
+    rows.append(["可用" if zh else "usable", fmt_gib(r["usable_bytes"]), _OS.get(r["os"], str(r["os"]))])
+    table, dropped = fit_table(c, columns, rows, lang)
+    c.print(table)
+    note = dropped_note(dropped, lang)
+    if note:
+        say(c, f"[dim]{safe(note)}[/]")
+    _diffusion_lines(c, r, lang)
+
+
+def _diffusion_lines(c: Any, r: dict[str, Any], lang: Lang) -> None:
+    zh, m, sp = lang == "zh", r["memory"], r["speed"]
     phases = " · ".join(f"{_PHASES[k][1 if zh else 0]} {fmt_gib(v)}" for k, v in m["phases"].items())
-    c.print(("各阶段：" if zh else "phases: ") + phases)
+    say(c, ("各阶段：" if zh else "phases: ") + phases)
     if m.get("reserved_peak", 0) > m.get("allocated_peak", 0):
-        c.print(f"PyTorch 缓存分配器峰值约 {fmt_gib(m['reserved_peak'])}（张量 {fmt_gib(m['allocated_peak'])}；"
-                "显存充裕时 nvidia-smi 还会多显示这部分缓存，紧张时它会先释放缓存再重试）" if zh else
-                f"allocator pool at the peak ~{fmt_gib(m['reserved_peak'])} (tensors {fmt_gib(m['allocated_peak'])}; "
-                "nvidia-smi shows the cache too while memory is plentiful, PyTorch frees it before an OOM)")
+        say(c, f"PyTorch 缓存分配器峰值约 {fmt_gib(m['reserved_peak'])}（张量 {fmt_gib(m['allocated_peak'])}；"
+               "显存充裕时 nvidia-smi 还会多显示这部分缓存，紧张时它会先释放缓存再重试）" if zh else
+               f"allocator pool at the peak ~{fmt_gib(m['reserved_peak'])} (tensors {fmt_gib(m['allocated_peak'])}; "
+               "nvidia-smi shows the cache too while memory is plentiful, PyTorch frees it before an OOM)")
     head = r["headroom_bytes"]
-    c.print((f"[bold green]{'放得下' if zh else 'FITS'}[/] — "
-             f"{'余量' if zh else 'headroom'} {fmt_gib(head)}") if r["fits"]
-            else (f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — "
-                  f"{'还差' if zh else 'short by'} {fmt_gib(-head)}"))
+    say(c, (f"[bold green]{'放得下' if zh else 'FITS'}[/] — {'余量' if zh else 'headroom'} {fmt_gib(head)}")
+        if r["fits"] else (f"[bold red]{'放不下' if zh else 'DOES NOT FIT'}[/] — "
+                           f"{'还差' if zh else 'short by'} {fmt_gib(-head)}"))
     per = "每个视频" if zh and r["task"] == "video" else "每张图" if zh else f"per {r['task']}"
-    c.print(f"{per} {_secs(sp['seconds_per_output'])} · " + (
+    say(c, f"{per} {_secs(sp['seconds_per_output'])} · " + (
         f"每步 {sp['step_s']:,.2f} s · 文本编码 {sp['text_encoders_s']:,.2f} s · VAE 解码 {sp['vae_decode_s']:,.2f} s"
         f" · 卸载传输 {sp['offload_transfer_s']:,.1f} s · 去噪约 {sp['achieved_tflops']:,.0f} TFLOPS" if zh else
         f"step {sp['step_s']:,.2f} s · text encoders {sp['text_encoders_s']:,.2f} s · VAE decode "
@@ -86,20 +93,23 @@ def render_diffusion(r: dict[str, Any], lang: Lang) -> None:
     cost = r.get("cost")
     if cost and cost.get("per_output") is not None:
         cur = cost["currency"]
-        c.print(f"{cost['per_hour']:,.2f} {per_hour(cur, lang)} · {per} {cost['per_output']:,.4f} {money(cur, lang)}"
-                f" ({escape(cost['provider'])}, {escape(str(cost['as_of']))})")
+        source = (f"（{safe(cost['provider'])}，{safe(cost['as_of'])}）" if zh else
+                  f" ({safe(cost['provider'])}, {safe(cost['as_of'])})")
+        say(c, f"{cost['per_hour']:,.2f} {per_hour(cur, lang)} · {per} {cost['per_output']:,.4f} "
+               f"{money(cur, lang)}{source}")
     if m.get("host_ram"):
-        c.print(("需要主机内存 " if zh else "host RAM needed ") + fmt_gib(m["host_ram"]))
+        say(c, ("需要主机内存 " if zh else "host RAM needed ") + fmt_gib(m["host_ram"]))
     if r.get("failure"):
-        c.print("[yellow]![/] " + escape(r["failure_zh" if zh else "failure"]))
+        say(c, "[yellow]![/] " + safe(r["failure_zh" if zh else "failure"]), indent=2)
     for note in r.get("notes_zh" if zh else "notes", []) + ([r["card_note_zh" if zh else "card_note"]]
                                                             if r.get("card_note") else []):
-        c.print("[dim]" + escape(note) + "[/]")
+        say(c, "[dim]" + safe(note) + "[/]")
     if r["fixes"]:
-        c.print("可以这样放下（按速度排序）：" if zh else "It would fit with (fastest first):")
+        say(c, "可以这样放下（按速度排序）：" if zh else "It would fit with (fastest first):")
         for f in r["fixes"]:
-            c.print(f"  • {escape(fix_words(f['changes']))} → {fmt_gib(f['required_bytes'])}, "
-                    f"{_secs(f['seconds_per_output'])}")
+            sep = "，" if zh else ", "
+            say(c, f"  • {safe(fix_words(f['changes']))} → {fmt_gib(f['required_bytes'])}{sep}"
+                   f"{_secs(f['seconds_per_output'])}", indent=4)
 
 
 def render_diffusion_plan(r: dict[str, Any], lang: Lang) -> None:

@@ -19,9 +19,6 @@ from gpuwise.cli.common import JsonOpt, LangOpt, fail, lang_of, print_json
 from gpuwise.errors import GpuwiseError, InputError
 from gpuwise.i18n import Lang, Text
 
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim",
-          "incomplete": "bold magenta"}
-
 
 def register(app: typer.Typer) -> None:
     app.command("verify", help="Acceptance test of this GPU server against its card or a contract. "
@@ -60,7 +57,7 @@ def verify(
 ) -> None:
     lang = lang_of(lang_flag)
     try:
-        options = _Options(_mode(quick, full, inventory), _duration(duration), force, bundle)
+        options = _Options(_mode(quick, full, inventory, lang), _duration(duration), force, bundle)
         verdict = _run(card, gpus, contract, options, from_file, save, report, lang,
                        show_progress=not json_out)
     except GpuwiseError as err:
@@ -68,7 +65,9 @@ def verify(
     if json_out:
         print_json(verdict.to_dict())
     else:
-        _render(verdict, lang)
+        from gpuwise.cli.verify_view import render
+
+        render(verdict, lang)
     raise typer.Exit(verdict.exit_code)
 
 
@@ -87,11 +86,11 @@ def _duration(value: float | None) -> float | None:
     return value
 
 
-def _mode(quick: bool, full: bool, inventory: bool) -> str:
+def _mode(quick: bool, full: bool, inventory: bool, lang: Lang) -> str:
     if sum((quick, full, inventory)) > 1:
         raise_input = InputError(Text("Use only one of --quick, --full and --inventory.",
                                       "--quick、--full 与 --inventory 只能选一个。"))
-        fail(raise_input, json_out=False, lang="en")
+        fail(raise_input, json_out=False, lang=lang)
     return "full" if full else "inventory" if inventory else "quick"
 
 
@@ -149,37 +148,3 @@ def _collect(options: _Options, show_progress: bool) -> Any:
         return collect(mode, progress=lambda what, frac: bar.update(task, description=what,
                                                                      completed=frac),
                        duration_s=seconds, force=force)
-
-
-def _render(verdict: Any, lang: Lang) -> None:
-    from rich.console import Console
-    from rich.text import Text as RichText
-
-    from gpuwise.cli.common import Column, dropped_note, fit_table
-    from gpuwise.verify.checks import GROUPS, group_of
-    from gpuwise.verify.report import STATUS_WORDS, fmt_value
-
-    console = Console(highlight=False)
-    ev = verdict.evidence
-    names = " / ".join(sorted({g.name for g in ev.gpus}))
-    console.print(f"[bold]gpuwise verify[/] {ev.host} - {len(ev.gpus)} x {names} "
-                  f"({ev.source}, {ev.mode})")
-    # a table that fits the terminal: no check name cut mid-word (gpuwise.cli.common.fit_table)
-    columns = [Column(Text("Check", "检查项")), Column(Text("Status", "结果"), whole=True),
-               Column(Text("Measured", "实测"), right=True), Column(Text("Expected", "期望"), keep=1, right=True),
-               Column(Text("Detail", "说明"))]
-    rows = [[c.name, RichText(STATUS_WORDS[c.status].render(lang), style=_STYLE[c.status]),
-             fmt_value(c.measured, c.unit), fmt_value(c.expected, c.unit), c.detail.render(lang)]
-            for group in GROUPS for c in verdict.checks if group_of(c.name) == group]
-    table, dropped = fit_table(console, columns, rows, lang)
-    console.print(table)
-    note = dropped_note(dropped, lang)
-    if note is not None:
-        console.print(note, style="dim", markup=False)
-    counts = verdict.counts()
-    summary = Text(f"{counts['fail']} failed, {counts['incomplete']} incomplete, {counts['warn']} warnings, "
-                   f"{counts['pass']} passed, {counts['skipped']} skipped.",
-                   f"{counts['fail']} 项失败，{counts['incomplete']} 项未完成，{counts['warn']} 项警告，"
-                   f"{counts['pass']} 项通过，{counts['skipped']} 项跳过。")
-    word = STATUS_WORDS[verdict.status].render(lang)
-    console.print(f"[{_STYLE[verdict.status]}]{word}[/]: {summary.render(lang)}")

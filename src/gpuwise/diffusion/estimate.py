@@ -63,7 +63,7 @@ class DiffusionEstimate:
         if self.os == "linux":
             return Text(f"Linux: PyTorch raises torch.OutOfMemoryError (\"CUDA out of memory. Tried to allocate "
                         f"...\") in the {phase[0]} phase, about {short:,.1f} GiB short; the run stops.",
-                        f"Linux：在{phase[1]}阶段 PyTorch 抛出 torch.OutOfMemoryError（\"CUDA out of memory. "
+                        f"Linux：{phase[1]}阶段 PyTorch 抛出 torch.OutOfMemoryError（\"CUDA out of memory. "
                         f"Tried to allocate ...\"），约差 {short:,.1f} GiB，任务中止。")
         return Text(f"Windows: with the NVIDIA driver's default CUDA Sysmem Fallback Policy (driver 536.40+), the "
                     f"{phase[0]} phase spills about {short:,.1f} GiB into shared system memory over PCIe: the run "

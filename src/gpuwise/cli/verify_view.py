@@ -1,0 +1,102 @@
+"""The words on screen for `gpuwise verify`: the checks as a table, or, on a terminal too narrow
+for the explanation beside the numbers, each check on one line with its explanation under it.
+
+The checks carry their measured and expected values as numbers or short English words in a unit
+("8 GPUs", "on", "idle"); in Chinese the unit and the common words are said in Chinese here (the
+JSON keeps them as they are)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.i18n import Lang, Text
+
+STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim",
+         "incomplete": "bold magenta"}
+# A unit after a count: "8 GPUs" -> "8 块 GPU".
+_UNITS_ZH = {"GPUs": "块 GPU", "errors": "个错误", "processes": "个进程", "rows": "行", "links": "条链路",
+             "cores": "核", "nodes": "个节点", "Xids": "个 Xid"}
+# A measured or expected word that is not a name (driver, module or card names stay as they are).
+_WORDS_ZH = {"on": "开", "off": "关", "none": "无", "idle": "空闲", "verified": "已校验", "edited": "已改动",
+             "collected": "已采集", "OK": "正常", "correct": "正确", "wrong": "错误", "pending": "待处理",
+             "failure": "失败", "prohibited": "禁止", "default": "默认", "active": "已激活", "all": "全部",
+             "n/a": "不适用", "crashed": "崩溃", "completed": "已完成", "CUDA build": "CUDA 版",
+             "CUDA available": "CUDA 可用", "one version": "同一版本", "NV# every pair": "每对均为 NV#"}
+# Below this many cells the explanation column wraps a sentence into a tall thin block.
+MIN_DETAIL_CELLS = 32
+
+
+def value_words(value: Any, unit: str, lang: Lang) -> str:
+    """A check's measured or expected value with its unit, in the user's language."""
+    from gpuwise.verify.report import fmt_value
+
+    if lang != "zh":
+        return fmt_value(value, unit)
+    if isinstance(value, str):
+        value = _WORDS_ZH.get(value, value)
+    return fmt_value(value, _UNITS_ZH.get(unit, unit))
+
+
+def render(verdict: Any, lang: Lang) -> None:
+    from rich.console import Console
+    from rich.text import Text as RichText
+
+    from gpuwise.cli.common import Column, dropped_note, fit_table, say
+    from gpuwise.verify.checks import GROUPS, group_of
+    from gpuwise.verify.report import STATUS_WORDS
+
+    console = Console(highlight=False)
+    ev = verdict.evidence
+    names = " / ".join(sorted({g.name for g in ev.gpus}))
+    say(console, f"[bold]gpuwise verify[/] {_safe(ev.host)} - {len(ev.gpus)} x {_safe(names)} "
+                 f"({_safe(ev.source)}, {_safe(ev.mode)})")
+    checks = [c for group in GROUPS for c in verdict.checks if group_of(c.name) == group]
+    columns = [Column(Text("Check", "检查项")), Column(Text("Status", "结果"), whole=True),
+               Column(Text("Measured", "实测"), right=True), Column(Text("Expected", "期望"), keep=1, right=True),
+               Column(Text("Detail", "说明"))]
+    rows = [[c.name, RichText(STATUS_WORDS[c.status].render(lang), style=STYLE[c.status]),
+             value_words(c.measured, c.unit, lang), value_words(c.expected, c.unit, lang), c.detail.render(lang)]
+            for c in checks]
+    # a table that fits the terminal: no check name cut mid-word (gpuwise.cli.common.fit_table)
+    table, dropped = fit_table(console, columns, rows, lang)
+    detail_width = table.columns[-1].width if hasattr(table, "columns") and table.columns else 0
+    if dropped or (detail_width or 0) < MIN_DETAIL_CELLS:
+        _render_lines(console, rows, lang)
+    else:
+        console.print(table)
+        note = dropped_note(dropped, lang)
+        if note is not None:
+            console.print(note, style="dim", markup=False)
+    counts = verdict.counts()
+    summary = Text(f"{counts['fail']} failed, {counts['incomplete']} incomplete, {counts['warn']} warnings, "
+                   f"{counts['pass']} passed, {counts['skipped']} skipped.",
+                   f"{counts['fail']} 项失败，{counts['incomplete']} 项未完成，{counts['warn']} 项警告，"
+                   f"{counts['pass']} 项通过，{counts['skipped']} 项跳过。")
+    word = STATUS_WORDS[verdict.status].render(lang)
+    say(console, f"[{STYLE[verdict.status]}]{word}[/]{'：' if lang == 'zh' else ': '}{summary.render(lang)}")
+
+
+def _render_lines(console: Any, rows: list[list[Any]], lang: Lang) -> None:
+    """One line a check (name, status, measured, expected), its explanation indented under it."""
+    from rich.markup import escape
+
+    from gpuwise.cli.common import say
+    from gpuwise.cli.helpfmt import cells
+
+    name_w = max(cells(str(r[0])) for r in rows)
+    status_w = max(cells(r[1].plain) for r in rows)
+    expect = "期望：" if lang == "zh" else "Expected: "  # the table's own header word
+    for name, status, measured, expected, detail in rows:
+        pad = " " * (name_w - cells(str(name)) + 2)
+        spaces = " " * (status_w - cells(status.plain) + 2)
+        opened, closed = ("（", "）") if lang == "zh" else (" (", ")")
+        value = escape(measured) + ("" if expected == "-" else f"[dim]{opened}{expect}{escape(expected)}{closed}[/]")
+        say(console, f"{escape(str(name))}{pad}[{status.style}]{escape(status.plain)}[/]{spaces}{value}",
+            indent=name_w + status_w + 4)
+        say(console, "    " + escape(detail), indent=4)
+
+
+def _safe(text: object) -> str:
+    from gpuwise.cli.common import safe
+
+    return safe(text)

@@ -1,0 +1,85 @@
+"""A Chinese-speaking user at 80 columns: the main commands in Chinese (by --lang zh and by a zh
+locale alone) keep every line within 80 terminal cells (a CJK character is two), say their words
+in Chinese, and lay tables out without cutting or squeezing them."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuwise.cli.app import run
+from gpuwise.cli.helpfmt import cells
+
+VERIFY_FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "verify" / "h100x8_raw.json")
+EST = ("estimate", "qwen2.5-7b", "--card", "rtx-4090")
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "serving": EST,
+    "serving llama.cpp": (*EST, "--engine", "llamacpp", "--weights", "gguf:Q4_K_M"),
+    "serving sglang": (*EST, "--engine", "sglang"),
+    "lora": (*EST, "--task", "lora"),
+    "qlora": (*EST, "--task", "qlora"),
+    "full": (*EST, "--task", "full"),
+    "pretrain": ("estimate", "llama-3.1-8b", "--card", "h100-sxm", "--task", "pretrain", "--gpus", "8",
+                 "--framework", "torchtitan"),
+    "image": ("estimate", "flux.1-dev", "--card", "rtx-4090"),
+    "verify": ("verify", "--from", VERIFY_FIXTURE),
+    "doctor": ("doctor",),
+    "cards h100": ("cards", "h100"),
+    "plan": ("plan", "qwen2.5-7b", "--top", "3"),
+}
+_HEAVY_BOX = re.compile(r"[┏┳┓┡╇┩]")
+
+
+def render(args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch, *, by_locale: bool) -> str:
+    for var in ("GPUWISE_LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8" if by_locale else "C.UTF-8")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "50")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), pytest.raises(SystemExit):
+        run([*args, *([] if by_locale else ["--lang", "zh"])])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("by_locale", [False, True], ids=["--lang zh", "LANG=zh_CN"])
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_line_fits_80_cells_in_chinese(name: str, by_locale: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS[name], monkeypatch, by_locale=by_locale)
+    too_wide = [line for line in out.splitlines() if cells(line.rstrip()) > 80]
+    assert not too_wide, too_wide[:3]
+    assert re.search(r"[\u4e00-\u9fff]", out), out[:400]
+
+
+def test_an_estimate_title_wider_than_its_table_stays_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["serving llama.cpp"], monkeypatch, by_locale=False)
+    assert any(line.strip() == "qwen2.5-7b · rtx-4090 × 1 · 推理 · llamacpp（每卡）" for line in out.splitlines()), out
+
+
+def test_an_image_estimate_table_is_neither_cut_nor_boxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["image"], monkeypatch, by_locale=False)
+    assert "…" not in out and not _HEAVY_BOX.search(out), out
+    assert "最后一个上采样块" in out and "的全分辨率张量" in out  # the explanation whole, wrapped
+    assert "（china-ref-2026，2026）" in out and "VAE 解码阶段 PyTorch" in out
+
+
+def test_verify_at_80_columns_puts_each_explanation_under_its_check_in_chinese_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["verify"], monkeypatch, by_locale=False)
+    lines = out.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith("inventory.count"))
+    assert "8 块 GPU" in lines[i] and lines[i + 1].startswith("    发现 8 块 GPU")
+    assert not re.search(r"\d (GPUs|errors|processes|links|Xids)\b", out), out
+    assert "开（期望：开）" in out and "通过：" in out
+
+
+def test_doctor_marks_and_fix_labels_are_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["doctor"], monkeypatch, by_locale=True)
+    marks = {line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")}
+    assert not marks & {"ok", "info", "warn", "error"}, out
+    assert "fix:" not in out and "修复:" not in out
