@@ -83,3 +83,28 @@ def test_doctor_marks_and_fix_labels_are_chinese(monkeypatch: pytest.MonkeyPatch
     marks = {line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")}
     assert not marks & {"ok", "info", "warn", "error"}, out
     assert "fix:" not in out and "修复:" not in out
+
+
+def test_a_word_wider_than_the_line_folds_whole_instead_of_losing_its_end() -> None:
+    from rich.console import Console
+
+    from gpuwise.cli.common import say
+
+    url = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html"
+    out = io.StringIO()
+    say(Console(file=out, width=40, highlight=False), f"  - {url}", indent=4)
+    assert url in out.getvalue().replace("\n", "").replace(" ", "")
+    assert all(cells(line) <= 40 for line in out.getvalue().splitlines())
+
+
+def test_a_card_s_price_row_and_its_namesakes_are_in_chinese_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["cards h100"], monkeypatch, by_locale=False)
+    assert "元" in out and "按量" in out and "hourly" not in out and " CNY" not in out
+    assert "h100-pcie、h100-nvl" in out
+
+
+def test_the_plan_s_unpriced_cards_never_break_between_a_card_and_its_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(COMMANDS["plan"], monkeypatch, by_locale=False)
+    assert "×1、" in out and not re.search(r"(^|\s)x\d+[、,]", out, re.MULTILINE), out
+    assert "排序依据：每小时最便宜（元/时）" in out

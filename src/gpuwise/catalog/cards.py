@@ -297,12 +297,12 @@ def _unknown_card(query: str, cat: Catalog, found: list[Card]) -> UnknownNameErr
 
 
 def _ambiguous_note(query: str, amb: AmbiguousName, default: Card) -> Text:
-    others = ", ".join(c for c in amb.candidates if c != amb.default)
+    others = [c for c in amb.candidates if c != amb.default]
     return Text(
         f"'{query}' can mean several cards; using {default.name} ({default.id}). "
-        f"Name one exactly to choose another: {others}.",
+        f"Name one exactly to choose another: {', '.join(others)}.",
         f"“{query}”可指多种型号；这里按 {default.name}（{default.id}）计算。"
-        f"如需其他型号请写明确的 id：{others}。")
+        f"如需其他型号请写明确的 id：{'、'.join(others)}。")
 
 
 # ------------------------------------------------------------------ loading

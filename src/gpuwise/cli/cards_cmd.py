@@ -383,19 +383,21 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
         rows.append([words.render(lang) if words else field, shown or "–", field])
     if result.quote is not None:
         q = result.quote
+        billing, cur = _word(BILLING_WORDS, q.billing, lang), money(q.currency, lang)
         rows.append([Text("price per GPU-hour", "每卡时价格").render(lang),
-                     f"{q.low:g}–{q.high:g} {q.currency} ({q.provider}, {q.billing}, {q.as_of})", ""])
+                     f"{q.low:g}–{q.high:g} {cur}（{q.provider}，{billing}，{q.as_of}）" if lang == "zh" else
+                     f"{q.low:g}–{q.high:g} {cur} ({q.provider}, {billing}, {q.as_of})", ""])
     # Chinese words name the field; the JSON key beside them (dropped first when narrow) is English.
     columns = [Column(Text("field", "字段")), Column(Text("value", "取值")),
                *([Column(Text("JSON key", "JSON 键"), keep=1)] if lang == "zh" else [])]
     table, _ = fit_table(console, columns, [r[:len(columns)] for r in rows], lang, title=f"{card.name} ({card.id})")
     console.print(table)
     console.print(LEGEND.render(lang), markup=False)
-    if card.notes:
-        console.print(Text("Notes: ", "说明：").render(lang) + card.notes, markup=False)
-    console.print(Text("Sources:", "来源：").render(lang), markup=False)
-    for source in card.sources:
-        console.print(f"  - {source}", markup=False)
+    if card.notes:  # the data files' notes are English (cards.toml has no notes_zh)
+        say(console, Text("Notes: ", "说明：").render(lang) + safe(card.notes))
+    say(console, Text("Sources:", "来源：").render(lang))
+    for source in card.sources:  # wrapped by cells, continuation indented under the text
+        say(console, f"  - {safe(source)}", indent=4)
 
 
 def _word(words: dict[str, Text], key: str, lang: Lang) -> str:

@@ -165,8 +165,9 @@ def say(console: Any, markup: str, indent: int = 0) -> None:
     text = RichText.from_markup(markup)
     for n, (start, end) in enumerate(line_spans(text.plain, int(console.width), indent)):
         line = text[start:end]
-        console.print(RichText(" " * indent) + line if n and indent else line, no_wrap=True, overflow="fold",
-                      soft_wrap=False)
+        # only a word wider than the line itself (a long URL) is left for Rich to fold: cropping it
+        # (no_wrap) would lose its end
+        console.print(RichText(" " * indent) + line if n and indent else line, overflow="fold", soft_wrap=False)
 
 
 # ------------------------------------------------------------------ tables that fit the terminal

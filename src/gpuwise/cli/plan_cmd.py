@@ -120,7 +120,8 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
     cur = next((p["cost"]["currency"] for p in r["plans"] if p["cost"]), "CNY")
     unit = (per_hour(cur, lang) if obj["key"] == "per_hour" else "token/s" if obj["key"] == "tokens_per_s"
             else money(cur, lang) + (obj["unit_zh"] if zh else obj["unit"]))
-    say(c, ("排序依据：" if zh else "ranked by: ") + safe(obj["label_zh" if zh else "label"]) + f" ({safe(unit)})")
+    say(c, ("排序依据：" if zh else "ranked by: ") + safe(obj["label_zh" if zh else "label"])
+        + (f"（{safe(unit)}）" if zh else f" ({safe(unit)})"))
     for note in r["notes_zh" if zh else "notes"]:
         say(c, "[yellow]" + safe(note) + "[/]")
     title = f"{r['model']} · {task_name(r['task'], lang)} · " + ("方案排名" if zh else "ranked plans")
@@ -148,7 +149,8 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
         say(c, ("部署：" if zh else "deploys: ") + safe(p["deploy_model"])
                 + (f" (--quantization {safe(p['quantization'])})" if p.get("quantization") else ""))
     if r.get("unpriced"):
-        names = ", ".join(f"{x['card']} x{x['gpus']}" for x in r["unpriced"])
+        # 'a10×1' is one word: a line never breaks between a card and its count
+        names = ("、" if zh else ", ").join(f"{x['card']}×{x['gpus']}" for x in r["unpriced"])
         say(c, "[bold]" + ("放得下但无报价（可用 --prices FILE 补充）：" if zh else
                             "fits, no price (add one with --prices FILE): ") + "[/]" + safe(names))
     _lines(c, "落选原因：" if zh else "why not:", r["rejected"], zh)
