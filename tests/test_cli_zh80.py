@@ -108,3 +108,14 @@ def test_the_plan_s_unpriced_cards_never_break_between_a_card_and_its_count(
     out = render(COMMANDS["plan"], monkeypatch, by_locale=False)
     assert "×1、" in out and not re.search(r"(^|\s)x\d+[、,]", out, re.MULTILINE), out
     assert "排序依据：每小时最便宜（元/时）" in out
+
+
+PLACE_FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "place" / "flux_comfyui_3x4090.toml")
+
+
+def test_place_and_fleet_say_their_keys_and_statuses_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    place = render(("place", PLACE_FIXTURE), monkeypatch, by_locale=False)
+    assert "瓶颈在 ComfyUI 工作流" in place and "comfyui workflow" not in place and "B/request" not in place
+    fleet = render(("fleet", "report", VERIFY_FIXTURE), monkeypatch, by_locale=True)
+    assert "h100-node-01 通过" in fleet and "（GB/s）；中位数" in fleet and fleet.rstrip().endswith("。")
+    assert all(cells(line.rstrip()) <= 80 for line in (place + fleet).splitlines())

@@ -151,20 +151,25 @@ def render(result: Any, lang: Lang) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from gpuwise.cli.common import say
     from gpuwise.fleet.words import CELL_WORDS, cell_ratio, cell_value, summary
+    from gpuwise.verify.report import STATUS_WORDS
 
+    zh = lang == "zh"
     console = Console(highlight=False)
     for note in result.notes:
-        console.print(escape(note.render(lang)))
+        say(console, escape(note.render(lang)))
     for g in result.groups:
-        console.print(f"[bold]{escape(g.key)}[/]: " + ", ".join(
-            f"{escape(n.host)} [{_STYLE[n.status]}]{n.status}[/]" for n in g.nodes))
+        status = {n.status: (STATUS_WORDS[n.status].render(lang) if n.status in STATUS_WORDS else n.status)
+                  for n in g.nodes}
+        say(console, f"[bold]{escape(g.key)}[/]{'：' if zh else ': '}" + ("、" if zh else ", ").join(
+            f"{escape(n.host)} [{_STYLE[n.status]}]{escape(status[n.status])}[/]" for n in g.nodes))
         for note in g.notes:
-            console.print(escape(note.render(lang)))
+            say(console, escape(note.render(lang)))
         for t in g.tables:
             median = "-" if t.median is None else f"{t.median:,.1f}"
-            console.print(f"{escape(t.metric.label.render(lang))} ({t.metric.unit}); "
-                          f"{Text('median', '中位数').render(lang)} {median}")
+            label, unit = escape(t.metric.label.render(lang)), escape(t.metric.unit)
+            say(console, f"{label}（{unit}）；中位数 {median}" if zh else f"{label} ({unit}); median {median}")
             table = Table()
             for head in (Text("Node", "节点"), Text("Value", "数值"), Text("vs median", "相对中位数"),
                          Text("Fleet", "机群")):
@@ -174,4 +179,4 @@ def render(result: Any, lang: Lang) -> None:
                 table.add_row(escape(c.host), cell_value(c), cell_ratio(c), f"[{_STYLE[c.status]}]{mark}[/]")
             console.print(table)
     style = "green" if result.ok else "bold red"
-    console.print(f"[{style}]{escape(summary(result, lang))}[/]")
+    say(console, f"[{style}]{escape(summary(result, lang))}[/]")

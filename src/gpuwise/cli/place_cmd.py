@@ -41,26 +41,32 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from gpuwise.cli.common import say
+
+    zh = lang == "zh"
     console = Console(highlight=False)
-    table = Table(title=f"{d['gpus']} x {d['card']} ({Text('budget', '预算').render(lang)} "
-                        f"{d['budget_gib_per_gpu']:.1f} GiB/GPU)", title_justify="left")
+    budget = (f"（预算每卡 {d['budget_gib_per_gpu']:.1f} GiB）" if zh else
+              f" (budget {d['budget_gib_per_gpu']:.1f} GiB/GPU)")
+    table = Table(title=escape(f"{d['gpus']} x {d['card']}") + budget, title_justify="left")
     for head in (Text("GPU", "GPU"), Text("Stages", "阶段"), Text("Memory", "显存"),
                  Text("Busy per request", "每请求占用")):
         table.add_column(head.render(lang))
     for g in d["per_gpu"]:
-        table.add_row(str(g["gpu"]), escape(", ".join(g["stages"]) or "-"), f"{g['memory_gib']:.1f} GiB",
-                      f"{g['busy_seconds_per_request'] * 1000:,.1f} ms")
+        table.add_row(str(g["gpu"]), escape(("、" if zh else ", ").join(g["stages"]) or "-"),
+                      f"{g['memory_gib']:.1f} GiB", f"{g['busy_seconds_per_request'] * 1000:,.1f} ms")
     console.print(table)
     for t in d["transfers"]:
-        console.print(f"  {escape(t['from'])} -> {escape(t['to'])}: {t['bytes_per_request']:,} B/request "
-                      f"{Text('across GPUs', '跨 GPU').render(lang)} (GPU {t['from_gpus']} -> {t['to_gpus']})")
-    slow = d["slowest_stage"]
-    console.print(Text(f"Throughput {d['throughput_requests_per_s']:.2f} requests/s, bound by {d['bottleneck']}; "
-                       f"slowest stage: {slow['name']} ({slow['replicas']} replica(s)).",
-                       f"吞吐 {d['throughput_requests_per_s']:.2f} 请求/秒，瓶颈在 {d['bottleneck']}；"
-                       f"最慢的阶段：{slow['name']}（{slow['replicas']} 个副本）。").render(lang), markup=False)
+        words = (f"每请求 {t['bytes_per_request']:,} B 跨 GPU（GPU {t['from_gpus']} -> {t['to_gpus']}）" if zh else
+                 f"{t['bytes_per_request']:,} B/request across GPUs (GPU {t['from_gpus']} -> {t['to_gpus']})")
+        say(console, f"  {escape(t['from'])} -> {escape(t['to'])}: {escape(words)}", indent=4)
+    slow, bound = d["slowest_stage"], _bound_words(d["bottleneck"], lang)
+    say(console, escape(Text(
+        f"Throughput {d['throughput_requests_per_s']:.2f} requests/s, bound by {bound}; "
+        f"slowest stage: {slow['name']} ({slow['replicas']} replica(s)).",
+        f"吞吐 {d['throughput_requests_per_s']:.2f} 请求/秒，瓶颈在{bound}；"
+        f"最慢的阶段：{slow['name']}（{slow['replicas']} 个副本）。").render(lang)))
     for note in d["notes" if lang == "en" else "notes_zh"]:
-        console.print("  " + note, markup=False)
+        say(console, "  " + escape(note), indent=2)
     s = d["settings"]
     console.print("[bold]transformers[/]")
     console.print("\n".join(s["python"]), markup=False)
@@ -71,3 +77,12 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
         console.print("[bold]ComfyUI-MultiGPU[/]")
         for n in s["comfyui_multigpu"]:
             console.print(f"  {n['stage']}: {n['node']} device = {n['device']}", markup=False)
+
+
+def _bound_words(where: str, lang: Lang) -> str:
+    """The bottleneck key ('gpu N', 'link', 'comfyui workflow') in the reader's words."""
+    if lang != "zh":
+        return where
+    if where.startswith("gpu "):
+        return f" GPU {where[4:]}"
+    return {"link": "GPU 间的传输", "comfyui workflow": " ComfyUI 工作流（组件依次执行）"}.get(where, f" {where}")

@@ -29,5 +29,7 @@ def summary(r: FleetReport, lang: Lang) -> str:
                 f"{len(sus)} suspect (over {r.suspect_below:.0%} below the fleet median)",
                 f"{n} 个节点，{len(r.groups)} 组：{len(bad)} 个未通过自身验收，{len(sus)} 个可疑"
                 f"（比机群中位数低 {r.suspect_below:.0%} 以上）")
-    names = ", ".join(dict.fromkeys(bad + sus))
-    return text.render(lang) + (f": {names}." if names else ".")
+    names = dict.fromkeys(bad + sus)
+    if lang == "zh":
+        return text.render(lang) + (f"：{'、'.join(names)}。" if names else "。")
+    return text.render(lang) + (f": {', '.join(names)}." if names else ".")
