@@ -85,3 +85,32 @@ def test_a_prompts_share_of_a_packed_forwards_all_reduces_is_below_its_own() -> 
     r = card_rates(d.card, None, d.gpus)
     one, forward = _prefill_comm(model, d, r, 8, 128), _prefill_comm(model, d, r, 8, 2048)
     assert forward / 16 < one
+
+
+def test_the_residual_stream_s_norms_stream_the_whole_hidden_state_on_every_tp_rank() -> None:
+    """Llama-3.1-405B at TP 8: two residual add + RMSNorm passes a layer over 16,384 elements of 2 B,
+    8 B each (vLLM fused_add_rms_norm), on every rank; at 1,024 sequences they outlast the kernels'
+    launch floors, at one sequence the floors stand."""
+    from gpuwise.catalog.cards import resolve_card
+    from gpuwise.catalog.presets import find_preset
+    from gpuwise.estimate.speed_decode import _elementwise_bytes
+    from gpuwise.estimate.workload import Deployment
+
+    preset = find_preset("llama-3.1-405b")
+    assert preset is not None
+    model = preset.arch()
+    h100 = resolve_card("h100-sxm").card
+    trt = Deployment(card=h100, gpus=8, tp=8, engine="trtllm")
+    per_token = _elementwise_bytes(model, trt, "fp8", 8)
+    assert per_token == pytest.approx(model.num_layers * 2 * 8 * model.hidden_size)
+    vllm = Deployment(card=h100, gpus=8, tp=8, engine="vllm")
+    assert _elementwise_bytes(model, vllm, "fp8", 8) > per_token  # vLLM's quant, RoPE and SiLU kernels too
+    assert _elementwise_bytes(model, Deployment(card=h100, engine="llamacpp"), "bf16", 1) == 0.0
+
+    def floor(concurrency: int) -> float:
+        s = _speed(model="llama-3.1-405b", card="h100-sxm", gpus=8, weights="fp8", context=256,
+                   output_tokens=128, concurrency=concurrency, engine="trtllm")
+        return float(s["kernel_floor_s"])  # type: ignore[arg-type]
+
+    assert floor(1024) == pytest.approx(1024 * per_token / (3.35e12 * 0.85), rel=0.05)  # H100 at 0.85 of 3.35 TB/s
+    assert floor(2) == pytest.approx(floor(1), rel=0.01)

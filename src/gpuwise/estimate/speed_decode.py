@@ -115,11 +115,34 @@ def _kernels(engine: str) -> _Kernels | None:
                     quant_per_gemm=int(table["quant_per_gemm"]), floors=floors, reference_s=reference)
 
 
-def _kernel_floor(model: ModelArch, d: Deployment, precision: Precision, gemm: float, attention: float) -> float:
-    """Seconds the decode step's kernels spend beyond their bandwidth time (efficiency.toml
-    [decode_kernels]): per layer of this pipeline stage, every weight-free kernel at the card's
-    floor, each weight GEMM at max(0, floor - its equal share of the GEMM time), the attention
-    kernel at max(0, floor - its share of the attention time). 0 for engines without counts."""
+def _elementwise_bytes(model: ModelArch, d: Deployment, precision: Precision, tp: int) -> float:
+    """Bytes one token's weight-free kernels move per decode step on one GPU of this pipeline stage
+    (efficiency.toml [overheads] decode_elementwise_bytes, the engine's, per element): each layer's two residual
+    add + RMSNorm over the whole hidden state, which every TP rank holds in full; the activation
+    quantisation in front of each FP8 / INT8 GEMM; RoPE on the rank's q and k; the gated activation
+    on its share of the MLP. MoE layers' expert kernels and MLA's own small kernels are left out."""
+    b = efficiency_table()["overheads"]["decode_elementwise_bytes"].get(d.engine)
+    if b is None:  # llama.cpp, transformers: their decode_step_s stands as measured
+        return 0.0
+    layers = model.num_layers / d.pp
+    moe_layers = (model.num_layers - len(model.moe.dense_layers)) / d.pp if model.moe is not None else 0.0
+    quant = float(b["activation_quant"]) if precision in ("fp8", "int8") else 0.0
+    h, inter = model.hidden_size, model.intermediate_size / tp
+    per_layer = 2 * float(b["residual_norm"]) * h + 2 * quant * h  # two norms; the QKV and gate/up inputs
+    if model.mla is None:
+        per_layer += float(b["rotary"]) * (model.q_dim + model.kv_dim) / tp + quant * model.q_dim / tp
+    act = float(b["gated_act"] if model.gated_mlp else b["act"])
+    return layers * per_layer + (layers - moe_layers) * (act + quant) * inter
+
+
+def _kernel_floor(model: ModelArch, d: Deployment, precision: Precision, gemm: float, attention: float,
+                  elementwise: float = 0.0) -> float:
+    """Seconds the decode step's kernels spend beyond their GEMM and attention bandwidth time
+    (efficiency.toml [decode_kernels]): per layer of this pipeline stage, the weight-free kernels at
+    the card's floor each or, when longer, their bytes at the memory bandwidth (`elementwise`
+    seconds: a few hundred tokens of a wide model's hidden state stream for longer than a floor),
+    each weight GEMM at max(0, floor - its equal share of the GEMM time), the attention kernel at
+    max(0, floor - its share of the attention time). 0 for engines without counts."""
     k = _kernels(d.engine)
     if k is None:
         return 0.0
@@ -132,7 +155,7 @@ def _kernel_floor(model: ModelArch, d: Deployment, precision: Precision, gemm: f
     if precision in ("fp8", "int8"):
         small += gemms * k.quant_per_gemm
     kv = layers * attn.kv
-    extra = small * f
+    extra = max(small * f, elementwise)
     if gemms:
         extra += gemms * max(0.0, f - gemm / gemms)
     if kv:
@@ -277,7 +300,8 @@ def _decode_step(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult
     comm = 2 * model.num_layers / d.pp * allreduce_message_seconds(d, r, msg, tp, batch)
     offload = off_gpu * touched / _offload_rate(d, mem, r)
     overhead = _fixed_overhead(d.engine)  # per step: graph launch, sampling
-    floor = _kernel_floor(model, d, precision, gemm, attention)  # per layer: the kernels' floors
+    elementwise = batch * _elementwise_bytes(model, d, precision, tp) / r.mem_bw
+    floor = _kernel_floor(model, d, precision, gemm, attention, elementwise)  # per layer: the kernels' floors
     # CPU work the GPU waits for (vLLM V0's Python loop, scheduler and output processing;
     # data/engines.toml [[step_cpu]] by version): a fixed part and one per running sequence
     # and one per token the running sequences hold (V0 rebuilt each request's whole output every step),
