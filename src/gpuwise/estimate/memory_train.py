@@ -250,6 +250,8 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
         optimizer -= paged
     # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
+    ds3 = _deepspeed_stage3(fw, w, d, dp)
+    grad_bytes = p.param if ds3 else p.grad  # DeepSpeed ZeRO-3 keeps its gradient partitions in the model dtype
     host = HostMemory(cpu_ram=paged * d.gpus)
     fsdp_grads = fw.sharding in ("fsdp", "fsdp2") and d.zero >= 2 and dp > 1 and not peft and d.offload == "none"
     rs_stream = grads * p.grad / split if fsdp_grads else 0.0  # the sharded gradients (see stream_pool)
@@ -285,21 +287,44 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # FSDP the head is its own unit (torchtune custom_sharded_layers) whose gradient is reduce-scattered
     # only after that last chunk, so it is whole while the chunks are alive
     whole = d.zero == 3 and dp > 1 and w.loss == "chunked" or fsdp1_root
-    head = 0.0 if peft else model.vocab_size * model.hidden_size * p.grad / split / (1 if whole else z2)
-    # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch before torch 2.8) makes one
-    # intermediate the size of the second moments, exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs),
-    # alive beside the states and gradients until the step's last addcdiv (pytorch/pytorch
-    # torch/optim/adamw.py _multi_tensor_adamw, v2.1; torch/optim/adam.py _multi_tensor_adam since 2.5)
-    temp = 0.0
-    if fw.optimizer_foreach and w.optimizer == "adamw" and not w.optimizer_in_backward and optimizer > 0:
-        temp = trainable * p.optimizer / 2 / split * trained(z1)
+    head = 0.0 if peft else model.vocab_size * model.hidden_size * grad_bytes / split / (1 if whole else z2)
+    # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch below transformers 4.54, or on
+    # torch < 2.8) makes one intermediate the size of the second moments of a parameter group,
+    # exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), alive beside the states and gradients until the
+    # step's last addcdiv; every other foreach op is in place (pytorch/pytorch torch/optim/adamw.py
+    # _multi_tensor_adamw, v2.1.2 line 576 to v2.6.0 line 668; torch/optim/adam.py _multi_tensor_adam,
+    # which AdamW runs from v2.7: v2.7.1 line 729, v2.13 line 762)
+    foreach = fw.optimizer_foreach and w.optimizer == "adamw" and not w.optimizer_in_backward and optimizer > 0
+    temp = trainable * p.optimizer / 2 / split * trained(z1) if foreach else 0.0
+    if ds3:  # one sub-group at a time: its gradients' fp32 copy, and the foreach intermediate of its states
+        temp = min(_DS_SUB_GROUP, trainable / split * trained(z1)) * (4.0 + (p.optimizer / 2 if foreach else 0.0))
     # ZeRO-3 / FSDP shard the adapters with the rest of each layer's parameters (FSDP2 fully_shard and
     # FSDP1's flat parameter take every parameter of the wrapped layer, frozen or not; DeepSpeed stage 3
     # partitions all of them)
     reducing = _reducing(model, fw, w, tp, head / p.grad * split if whole else 0.0) if d.zero == 3 and dp > 1 else 0.0
     return _States(weights=weights, adapters=trainable * p.param / split * trained(z3) if peft else 0.0,
-                   gradients=grads * p.grad / split, optimizer=optimizer, gather=gather,
+                   gradients=grads * grad_bytes / split, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head, step_temp=temp, reducing=reducing, rs_stream=rs_stream)
+
+
+# DeepSpeed ZeRO-3 steps the optimizer one sub-group of each rank's partition at a time, sub_group_size
+# elements (deepspeedai/DeepSpeed deepspeed/runtime/zero/config.py@v0.14.5 line 165: default 1e9; ms-swift's
+# swift/llm/ds_config/zero3.json@b40f31df7 and @9dc1071aa: "sub_group_size": 1e9). A sub-group closes at the
+# parameter that reaches the size (stage3.py _create_fp16_sub_groups), so the largest is a little larger.
+_DS_SUB_GROUP = 1e9
+
+
+def _deepspeed_stage3(fw: Framework, w: Workload, d: Deployment, dp: int) -> bool:
+    """Full fine-tuning sharded by DeepSpeed ZeRO-3 on the GPU (frameworks whose --zero is DeepSpeed's:
+    zero_deepspeed, or a zero* default sharding). Its bf16 engine keeps the gradient partitions in the
+    model dtype (deepspeed/runtime/engine.py@v0.14.5 get_data_types, lines 930-934: grad_accum_dtype =
+    the model dtype under ZeRO; zero/stage3.py grad_partitions_flat_buffer of that dtype), and its step
+    (stage3.py@v0.14.5 step, line 2042: one sub-group at a time) makes the sub-group's fp32 gradients,
+    flatten(averaged_gradients).to(fp32) (_prepare_fp32_grad_for_sub_group, line 1851), steps the
+    wrapped optimizer on its fp32 partition (_optimizer_step) and drops them (_release_sub_group). The
+    same at v0.16.5 (lines 1898, 2111). tests/test_train_memory_deepspeed_step.py replays it on CPU."""
+    deepspeed = fw.zero_deepspeed or fw.sharding.startswith("zero")
+    return deepspeed and d.zero == 3 and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
 
 
 def _reducing(model: ModelArch, fw: Framework, w: Workload, tp: int, head_unit: float) -> float:
