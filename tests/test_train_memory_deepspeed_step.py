@@ -88,7 +88,7 @@ def test_the_zero3_step_transient_is_one_sub_group_not_the_whole_partition() -> 
     assert items["optimizer"] - 12.0 * share == pytest.approx(1e9 * 8.0)  # 1e9 elements x (4 + 4) bytes
 
 
-def test_ms_swift_3_steps_adamw_on_its_foreach_path_and_4x_on_the_fused_kernel() -> None:
+def test_ms_swift_3_steps_adamw_on_its_foreach_path_and_ms_swift_4_on_the_fused_kernel() -> None:
     assert find_framework("ms-swift-3").optimizer_foreach and not find_framework("ms-swift").optimizer_foreach
     total = count_params(TINY).total
     pure_bf16 = 2 * 2.0 * total  # m and v in the weights' dtype

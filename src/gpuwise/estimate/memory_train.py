@@ -75,9 +75,11 @@ WHY = {
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；8-bit 每个状态 1 字节"),
     "step_temp": Text("optimizer states (+ fp32 master weights where the framework keeps them) per trainable "
                       "parameter, sharded by ZeRO-1+, and during the step foreach AdamW's sqrt of the second "
-                      "moments (one more state-sized tensor)",
+                      "moments (one more state-sized tensor); DeepSpeed ZeRO-3 steps one sub-group at a time, "
+                      "beside that sub-group's fp32 gradients",
                       "每个可训练参数的优化器状态（框架保留时含 fp32 主权重），ZeRO-1 起切分；更新时另有 foreach AdamW "
-                      "对二阶矩开方的中间量（再一份与状态同尺寸的张量）"),
+                      "对二阶矩开方的中间量（再一份与状态同尺寸的张量）；DeepSpeed ZeRO-3 每次只更新一个子组，"
+                      "旁有该子组的 fp32 梯度"),
     "activations": Text("saved for backward per layer by the checkpointing policy (norm fp32 copies, q/k/v, "
                         "attention output and log-sum-exp, MLP gate/up/act/down inputs), plus one layer recomputed",
                         "按重计算策略每层为反向保存的张量（norm 的 fp32 副本、q/k/v、注意力输出与 LSE、MLP 中间量），"
