@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from gpuwise import __version__
+from gpuwise.cli.common import LangOpt, set_default_lang
 
 app = typer.Typer(
     name="gpuwise",
@@ -31,8 +32,10 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Show the version and exit."),
+    lang: LangOpt = None,
 ) -> None:
     """gpuwise: does it fit, can it be fed, how fast, what does it cost."""
+    set_default_lang(lang)
 
 
 def _register() -> None:
@@ -70,6 +73,22 @@ def _short_help() -> None:
         info.short_help = first.split(". ")[0].rstrip(".") + "." if first else None
 
 
+def _summaries(group: Any) -> None:
+    """Below the top level too (`gpuwise fleet --help` cut its commands' summaries with '...'):
+    each subcommand's first sentence, whole, and its Chinese summary for a Chinese help page."""
+    from gpuwise.cli.helpfmt import SUMMARY_ZH, zh_part
+
+    for sub in getattr(group, "commands", {}).values():
+        doc = (sub.help or "").strip()
+        first = doc.split("\n\n")[0].replace("\n", " ")
+        if sub.short_help is None and first:
+            sub.short_help = first.split(". ")[0].rstrip(".") + "."
+        zh = zh_part(first)
+        if sub.short_help and zh:
+            SUMMARY_ZH[sub.short_help] = zh
+        _summaries(sub)
+
+
 @functools.cache
 def command() -> Any:
     """The Click command tree, built once: every module's commands, whole summaries, cell-wrapped help."""
@@ -78,18 +97,39 @@ def command() -> Any:
     _register()
     _short_help()
     built = typer.main.get_command(app)
+    _summaries(built)
     use_cell_help(built)
     return built
 
 
 def run(args: list[str] | None = None) -> None:
     """Run the command line; its own parse errors (a value that does not convert, an unknown flag,
-    a missing value) are worded by gpuwise in the user's language, like every other user error."""
+    a missing value) are worded by gpuwise in the user's language, like every other user error,
+    and its --help pages are in that language too."""
+    import sys
+
+    from gpuwise.cli.common import DEFAULT_LANG
+    from gpuwise.cli.helpfmt import set_help_lang
+    from gpuwise.cli.usage import lang_in
+
+    words = sys.argv[1:] if args is None else args
+    DEFAULT_LANG[0] = None
+    set_help_lang(lang_in(words))
+    try:
+        code = _main(words)
+    finally:  # a process runs one command; in-process callers (tests) get the defaults back
+        DEFAULT_LANG[0] = None
+        set_help_lang("en")
+    raise SystemExit(code)
+
+
+def _main(words: list[str]) -> int:
     import sys
 
     from typer._click import exceptions as cx
 
-    words = sys.argv[1:] if args is None else args
+    from gpuwise.cli.usage import lang_in
+
     try:
         code = command().main(words, prog_name="gpuwise", standalone_mode=False)
     except cx.NoArgsIsHelpError as err:  # a bare group: its help, as Click prints it
@@ -97,12 +137,10 @@ def run(args: list[str] | None = None) -> None:
         code = err.exit_code
     except cx.ClickException as err:
         from gpuwise.cli.common import report
-        from gpuwise.cli.usage import as_gpuwise_error, json_in, lang_in
+        from gpuwise.cli.usage import as_gpuwise_error, json_in
 
         code = report(as_gpuwise_error(err, words, command()), json_out=json_in(words), lang=lang_in(words))
     except typer.Abort:
-        from gpuwise.cli.usage import lang_in
-
         sys.stderr.write(("已中止。" if lang_in(words) == "zh" else "Aborted!") + "\n")
         code = 1
-    raise SystemExit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0

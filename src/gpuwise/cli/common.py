@@ -21,7 +21,20 @@ LangOpt = Annotated[
 ]
 
 
+# A --lang given before the command (`gpuwise --lang zh plan ...`, `gpuwise fleet --lang zh ...`):
+# the language of a command that has no --lang of its own; cli.app.run clears it for each run.
+DEFAULT_LANG: list[str | None] = [None]
+
+
+def set_default_lang(flag: str | None) -> None:
+    """The root's and groups' --lang: checked now, used by every command that has none of its own."""
+    if flag is not None:
+        lang_of(flag)
+        DEFAULT_LANG[0] = flag
+
+
 def lang_of(flag: str | None, json_out: bool = False) -> Lang:
+    flag = flag if flag is not None else DEFAULT_LANG[0]
     if flag is not None and flag.lower() not in ("zh", "en", "zh-cn", "zh_cn", "cn"):
         # worded in the locale's language (GPUWISE_LANG, LANG...): the flag that was to choose it is the typo
         fail(GpuwiseError(Text(f"Unknown language '{flag}': use zh or en.",

@@ -27,6 +27,7 @@ PromOpt = Annotated[Path | None, typer.Option(
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(no_args_is_help=True, add_completion=False)
+    group.callback()(_group_lang)
     group.command("report", help="Judge verify evidence from many nodes against the datasheet and "
                                  "against each other. 汇总多节点验收数据，对照规格并互相比较。")(report)
     group.command("verify", help="Run verify on every GPU node of a Ray cluster (one task per node, pinned), "
@@ -34,6 +35,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group, name="fleet", help="Acceptance across a fleet of GPU nodes. 机群验收。")
     app.command("exporter", help="Serve verify/fleet results for Prometheus to scrape (beside DCGM "
                                  "exporter). 为 Prometheus 提供验收指标。")(exporter)
+
+
+def _group_lang(lang: LangOpt = None) -> None:
+    """`gpuwise fleet --lang zh ...`: the language of the subcommand's output and help."""
+    from gpuwise.cli.common import set_default_lang
+
+    set_default_lang(lang)
 
 
 def exporter(

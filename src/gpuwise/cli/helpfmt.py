@@ -17,7 +17,9 @@ from typing import Any
 _CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
 _OPEN = "（「『【《“‘"
 _CLOSE = "。，、；：！？）」』】》”’,.;:!?)"  # ASCII ones too: "关, packing" never starts a line with ","
-_TOKEN = re.compile(f"[{_OPEN}]*(?![{_OPEN}{_CLOSE}])[{_CJK}][{_CLOSE}]*|[{_OPEN}]*[^\\s{_CJK}]+[{_CLOSE}]*")
+# A short bracketed tag without spaces ('[默认：auto]', '[必填]') is one piece: never '[' / '必填]'.
+_TOKEN = re.compile(f"\\[[^\\]\\s]{{1,24}}\\][{_CLOSE}]*|"
+                    f"[{_OPEN}]*(?![{_OPEN}{_CLOSE}])[{_CJK}][{_CLOSE}]*|[{_OPEN}]*[^\\s{_CJK}]+[{_CLOSE}]*")
 _HAS_CJK = re.compile(f"[{_CJK}]")
 
 
@@ -88,6 +90,56 @@ def wrap_paragraphs(text: str, width: int, first: str = "", rest: str = "") -> l
     return out
 
 
+# The language of help pages: set once by the command line (gpuwise.cli.app.run) from --lang
+# or the locale. A help page in Chinese shows the Chinese of option help written in English
+# only (help_zh.HELP_ZH), each command's Chinese summary in a command list, and Click's
+# headings in Chinese; help that already carries both languages is shown as it is.
+_LANG: list[str] = ["en"]
+SUMMARY_ZH: dict[str, str] = {}  # a command's English summary -> its Chinese one
+
+
+def set_help_lang(lang: str) -> None:
+    _LANG[0] = lang
+
+
+def zh_part(text: str) -> str | None:
+    """The Chinese sentences a bilingual help text ends with ('Serve the web page. 启动网页。' ->
+    '启动网页。'), from the start of the sentence holding its first Chinese character."""
+    first = _HAS_CJK.search(text)
+    if first is None:
+        return None
+    start = max(text.rfind(". ", 0, first.start()) + 2, text.rfind("\n", 0, first.start()) + 1, 0)
+    return text[start:].strip() or None
+
+
+def _in_lang(desc: str) -> str:
+    """An option's or command's help in the help page's language."""
+    if _LANG[0] != "zh":
+        return desc
+    from gpuwise.cli.help_zh import EXTRA_ZH, HELP_ZH
+
+    # Typer writes the help, two spaces, then its extras: '[default: 1]', '[required]'
+    base, sep, extra = ("", "", desc) if desc.startswith("[") else desc.partition("  [")
+    extra = sep.strip() + extra if sep else extra
+    for en, zh in EXTRA_ZH:
+        extra = extra.replace(en, zh)
+    if not has_cjk(base):  # help that carries its Chinese inline is shown as it is
+        base = HELP_ZH.get(base, SUMMARY_ZH.get(base, base))
+    return f"{base}  {extra}".strip() if extra else base
+
+
+def _write_heading(self: Any, heading: str) -> None:
+    from gpuwise.cli.help_zh import HEADINGS_ZH
+
+    word = HEADINGS_ZH.get(heading, heading) if _LANG[0] == "zh" else heading
+    self.write(f"{'':>{self.current_indent}}{word}{'：' if _LANG[0] == 'zh' else ':'}\n")
+
+
+def _write_usage(self: Any, prog: str, args: str = "", prefix: str | None = None) -> None:
+    base: Any = type(self).__mro__[1]  # the formatter class CellFormatter extends
+    base.write_usage(self, prog, args, prefix if prefix is not None or _LANG[0] != "zh" else "用法：")
+
+
 def _write_text(self: Any, text: str) -> None:
     indent = " " * self.current_indent
     self.write("\n".join(wrap_paragraphs(text, self.width, indent, indent)) + "\n")
@@ -106,14 +158,16 @@ def _write_dl(self: Any, rows: Any, col_max: int = 30, col_spacing: int = 2) -> 
         else:
             self.write("\n" + " " * (first_col + self.current_indent))
         pad = " " * (first_col + self.current_indent)
-        lines = wrap_paragraphs(desc, max(self.width - first_col - self.current_indent, 10))
+        lines = wrap_paragraphs(_in_lang(desc), max(self.width - first_col - self.current_indent, 10))
         self.write("\n".join([lines[0], *(pad + line if line else "" for line in lines[1:])]) + "\n")
 
 
 def context_class(base: type[Any]) -> type[Any]:
     """A subclass of Click's (or Typer's vendored Click's) Context whose help wraps by cells.
     Built with type(): the base is whichever Click the running Typer uses."""
-    formatter = type("CellFormatter", (base.formatter_class,), {"write_text": _write_text, "write_dl": _write_dl})
+    formatter = type("CellFormatter", (base.formatter_class,), {
+        "write_text": _write_text, "write_dl": _write_dl, "write_heading": _write_heading,
+        "write_usage": _write_usage})
     return type("CellContext", (base,), {"formatter_class": formatter})
 
 
