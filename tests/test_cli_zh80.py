@@ -119,3 +119,14 @@ def test_place_and_fleet_say_their_keys_and_statuses_in_chinese(monkeypatch: pyt
     fleet = render(("fleet", "report", VERIFY_FIXTURE), monkeypatch, by_locale=True)
     assert "h100-node-01 通过" in fleet and "（GB/s）；中位数" in fleet and fleet.rstrip().endswith("。")
     assert all(cells(line.rstrip()) <= 80 for line in (place + fleet).splitlines())
+
+
+def test_the_default_framework_line_gives_the_same_reason_in_both_languages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuwise.catalog.frameworks import frameworks
+    from gpuwise.cli.estimate_view import _REASONS_ZH
+
+    reasons = {fw.default_reason for fw in frameworks().values() if fw.default_reason}
+    assert reasons <= set(_REASONS_ZH), reasons - set(_REASONS_ZH)
+    out = render(COMMANDS["lora"], monkeypatch, by_locale=False)
+    assert "按本任务的默认框架计算（即各教程所教的微调做法" in out.replace("\n", "")

@@ -181,9 +181,23 @@ def _framework_line(r: dict[str, Any], lang: Lang) -> str | None:
     line = (f"框架：{safe(fw['name'])}（{safe(fw['version'])}）的默认设置（{shown}）；可用对应参数覆盖" if zh else
             f"framework: {safe(fw['name'])} ({safe(fw['version'])}) defaults ({shown}); flags override them")
     if fw.get("chosen_by_default"):
-        line += ("；未指定 --framework，按本任务的默认框架计算" if zh else
-                 f"; chosen because no --framework was given ({safe(fw['default_reason'])})")
+        reason = fw.get("default_reason") or ""
+        reason_zh = _REASONS_ZH.get(reason, reason)  # a reason with no Chinese yet is shown as it is
+        line += (f"；未指定 --framework，按本任务的默认框架计算（{safe(reason_zh)}）" if zh and reason else
+                 "；未指定 --framework，按本任务的默认框架计算" if zh else
+                 f"; chosen because no --framework was given ({safe(reason)})")
     return line
+
+
+# frameworks.toml `default_reason` (English) in Chinese, so both languages say why the default was chosen
+_REASONS_ZH = {
+    "the plain Trainer: no framework-specific kernels, recompute or packing assumed":
+        "即普通的 Trainer：不假定框架特有的算子、重计算或样本拼接",
+    "the fine-tuning recipe the guides teach: the HF Trainer with gradient checkpointing on, as LLaMA-Factory, "
+    "ms-swift, TRL's SFTTrainer and Unsloth all default to":
+        "即各教程所教的微调做法：开启梯度检查点的 HF Trainer，LLaMA-Factory、ms-swift、TRL 的 SFTTrainer "
+        "与 Unsloth 默认都是如此",
+}
 
 
 _PEAK_NAMES = {"allocated": ("allocated", "已分配"), "reserved": ("reserved", "已保留"),
