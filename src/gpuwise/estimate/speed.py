@@ -68,17 +68,27 @@ class InferSpeed:
                 for k, v in out.items()}
 
 
+def micro_batch(batch: int, pp: int) -> int:
+    """Sequences in the largest of the pp micro-batches a pipelined engine splits `batch` into (at
+    least one: with fewer sequences than stages, each sequence is its own micro-batch)."""
+    return max(1, math.ceil(batch / pp)) if pp > 1 else batch
+
+
 def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r: Rates) -> InferSpeed:
     tp = tensor_parallel(model, d)
     batch = w.concurrency
     cap = mem.capacity
     if d.engine in POOL_ENGINES and cap is not None and 1 <= cap.max_concurrency < batch:
         batch = int(cap.max_concurrency)  # the engine queues what its KV pool cannot hold
-    step = _decode_step(model, w, d, mem, r, batch, tp)
-    stage = step.total
-    # pipeline: a token passes every stage in turn; with >= pp batches in flight the stages overlap
+    # Pipeline parallel: the engine splits the running batch into pp micro-batches (vLLM's virtual
+    # engines, one scheduler each); each stage passes one micro-batch at a time, so a token of every
+    # sequence takes pp stage passes of its micro-batch, and the stages overlap across micro-batches.
+    # Fewer sequences than stages leave stages idle: each sequence is a micro-batch of one.
+    micro = micro_batch(batch, d.pp)
+    step = _decode_step(model, w, d, mem, r, micro, tp)
+    stage = step.total  # one stage's pass over one micro-batch (the whole batch without pipelining)
     tpot = stage * d.pp
-    decode_rate = batch / stage if batch >= d.pp else batch / tpot
+    decode_rate = batch / tpot
     parts = {"gemm": step.gemm, "attention": step.attention, "communication": step.communication,
              "offload": step.offload}
     bound = _bound(step)
@@ -93,14 +103,14 @@ def infer_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     # Under load the waiting prompts fill whole prefill forwards: each adds its packed cost.
     throughput = batch * out / (batch * out / decode_rate + (batch * packed / d.pp if w.prompt_len else 0.0))
     stall = _prefill_stall(w, d, batch, pre.prompt / packed)
-    msg = batch * model.hidden_size * 2.0  # one decode all-reduce a GPU (_decode_step's)
+    msg = micro * model.hidden_size * 2.0  # one decode all-reduce a GPU (_decode_step's)
     loaded = tpot + stall  # what each user sees per output token
     return InferSpeed(decode_tokens_per_s=1 / loaded, throughput_tokens_per_s=throughput,
                       prefill_tokens_per_s=prefill_tps, ttft_s=ttft + tpot, tpot_s=loaded, bound=bound,
                       step_breakdown_s={**parts, "overhead": step.overhead + step.kernel_floor, "cpu": step.cpu,
                                         "prefill_stall": stall},
-                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r, msg, batch) if tp > 1 else 0.0,
-                      collective_path=_collective_path(d, tp, msg, batch), kernel_floor_s=step.kernel_floor)
+                      collective_busbw_bytes_per_s=_allreduce_busbw(d, r, msg, micro) if tp > 1 else 0.0,
+                      collective_path=_collective_path(d, tp, msg, micro), kernel_floor_s=step.kernel_floor)
 
 
 def _prefill_stall(w: Workload, d: Deployment, batch: int, prefill_tps: float) -> float:
@@ -261,14 +271,15 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
     stage: dict[int, _Step] = {}
 
     def step_time(batch: int, held: float) -> tuple[float, float]:
-        """One step of `batch` sequences holding `held` tokens (the step is costed at the mean hold),
-        and its pause part."""
-        if batch not in stage:
-            stage[batch] = _decode_step(model, w, d, mem, r, batch, tp)
-        part = stage[batch]
+        """One step (a token for each of `batch` sequences holding `held` tokens; the step is costed
+        at the mean hold), and its pause part: under pipeline parallel, pp stage passes of a
+        micro-batch (infer_speed)."""
+        micro = micro_batch(batch, d.pp)
+        if micro not in stage:
+            stage[micro] = _decode_step(model, w, d, mem, r, micro, tp)
+        part = stage[micro]
         t = part.holding(held / (batch * _avg_kv_tokens(w)))
-        scale = 1 if batch >= d.pp else d.pp  # pipelined stages overlap at >= pp batches
-        return t * scale, part.pause * scale
+        return t * d.pp, part.pause * d.pp
 
     import heapq
 
