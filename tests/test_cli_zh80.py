@@ -130,3 +130,13 @@ def test_the_default_framework_line_gives_the_same_reason_in_both_languages(
     assert reasons <= set(_REASONS_ZH), reasons - set(_REASONS_ZH)
     out = render(COMMANDS["lora"], monkeypatch, by_locale=False)
     assert "按本任务的默认框架计算（即各教程所教的微调做法" in out.replace("\n", "")
+
+
+def test_model_parts_card_verification_and_verify_source_are_chinese_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    model = render(("model", "deepseek-v3"), monkeypatch, by_locale=False)
+    assert "词嵌入" in model and "共享专家" in model and "shared_experts" not in model
+    card = render(COMMANDS["cards h100"], monkeypatch, by_locale=False)
+    assert "官方数据" in card
+    verify = render(COMMANDS["verify"], monkeypatch, by_locale=False)
+    assert "HBM3（样例数据，快速）" in verify

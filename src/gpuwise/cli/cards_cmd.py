@@ -362,6 +362,9 @@ FIELD_WORDS: dict[str, Text] = {
 }
 
 
+_VERIFICATION_ZH = {"official": "官方数据", "partial": "部分核实", "secondary": "第三方来源", "unverified": "未核实"}
+
+
 def _render_detail(result: CardDetail, lang: Lang) -> None:
     card = result.resolved.card
     console = _console()
@@ -377,6 +380,8 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
             shown = ", ".join(value)
         elif isinstance(value, bool):
             shown = _yes_no(value, lang) + MARKS[card.provenance(field)]
+        elif field == "verification" and lang == "zh":  # the id stays in the JSON key column's row
+            shown = _VERIFICATION_ZH.get(str(value), str(value))
         else:
             shown = _val(card, field, 2)
         words = FIELD_WORDS.get(field)

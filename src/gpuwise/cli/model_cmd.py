@@ -88,7 +88,8 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
         ["参数量（总）" if zh else "parameters (total)", f"{s['params_total']:,} ({fmt_count(s['params_total'])})"],
         ["参数量（激活）" if zh else "parameters (active)",
          f"{s['params_active']:,} ({fmt_count(s['params_active'])})"],
-        *[[f"  {k}", f"{v:,}"] for k, v in s["params"].items() if k not in ("total", "active") and v],
+        *[[f"  {_PART_WORDS.get(k, (k, k))[1 if zh else 0]}", f"{v:,}"]
+          for k, v in s["params"].items() if k not in ("total", "active") and v],
         ["层数" if zh else "layers", _layers(s, zh)],
         ["注意力" if zh else "attention", _attention(s, zh)],
         ["每 token KV（16 位）" if zh else "KV per token (16-bit)", f"{s['kv_bytes_per_token']:,} B"],
@@ -108,6 +109,13 @@ def _render(s: dict[str, Any], lang: Lang) -> None:
     console.print(table)
     for note in s["notes_zh" if zh else "notes"]:
         say(console, f"[yellow]![/] {safe(note)}", indent=2)
+
+
+# The parameter breakdown's parts (catalog.params.ParamBreakdown fields; the JSON keeps the keys).
+_PART_WORDS = {"embedding": ("embedding", "词嵌入"), "positions": ("positions", "位置编码"),
+               "lm_head": ("lm_head", "输出层 lm_head"), "attention": ("attention", "注意力"),
+               "mlp": ("mlp", "MLP"), "experts": ("experts", "专家"), "shared_experts": ("shared_experts", "共享专家"),
+               "router": ("router", "路由"), "norms": ("norms", "归一化"), "vision": ("vision", "视觉编码器")}
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,10 @@ _WORDS_ZH = {"on": "开", "off": "关", "none": "无", "idle": "空闲", "verifi
              "failure": "失败", "prohibited": "禁止", "default": "默认", "active": "已激活", "all": "全部",
              "n/a": "不适用", "crashed": "崩溃", "completed": "已完成", "CUDA build": "CUDA 版",
              "CUDA available": "CUDA 可用", "one version": "同一版本", "NV# every pair": "每对均为 NV#"}
+# Where the evidence came from and how long the run was (raw.Evidence source and mode).
+_HOW = {"fixture": Text("fixture", "样例数据"), "nvml": Text("nvml", "NVML 实测"),
+        "nvidia-smi": Text("nvidia-smi", "nvidia-smi 数据"), "quick": Text("quick", "快速"),
+        "full": Text("full", "完整"), "inventory": Text("inventory", "仅清单")}
 # Below this many cells the explanation column wraps a sentence into a tall thin block.
 MIN_DETAIL_CELLS = 32
 
@@ -48,8 +52,9 @@ def render(verdict: Any, lang: Lang) -> None:
     console = Console(highlight=False)
     ev = verdict.evidence
     names = " / ".join(sorted({g.name for g in ev.gpus}))
-    say(console, f"[bold]gpuwise verify[/] {_safe(ev.host)} - {len(ev.gpus)} x {_safe(names)} "
-                 f"({_safe(ev.source)}, {_safe(ev.mode)})")
+    how = ", ".join(_HOW.get(w, Text(w, w)).render(lang) for w in (ev.source, ev.mode))
+    say(console, f"[bold]gpuwise verify[/] {_safe(ev.host)} - {len(ev.gpus)} x {_safe(names)}"
+                 + (f"（{_safe(how.replace(', ', '，'))}）" if lang == "zh" else f" ({_safe(how)})"))
     checks = [c for group in GROUPS for c in verdict.checks if group_of(c.name) == group]
     columns = [Column(Text("Check", "检查项")), Column(Text("Status", "结果"), whole=True),
                Column(Text("Measured", "实测"), right=True), Column(Text("Expected", "期望"), keep=1, right=True),
