@@ -140,3 +140,12 @@ def test_model_parts_card_verification_and_verify_source_are_chinese_words(
     assert "官方数据" in card
     verify = render(COMMANDS["verify"], monkeypatch, by_locale=False)
     assert "HBM3（样例数据，快速）" in verify
+
+
+@pytest.mark.parametrize("args", [("verify", "--contract", "/nonexistent/contract.toml"),
+                                  ("prices", "import", "/nonexistent/prices.csv"),
+                                  ("model", "/nonexistent/model.gguf")], ids=" ".join)
+def test_a_missing_file_is_said_in_chinese_not_in_the_system_s_english(
+        args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(args, monkeypatch, by_locale=True)
+    assert out.startswith("错误：") and "No such file" not in out, out

@@ -31,6 +31,25 @@ class Text:
         return Text(self.en + other.en, self.zh + other.zh)
 
 
+# The operating system's reasons, which Python gives in English only (OSError.strerror).
+_OS_REASONS_ZH = {"ENOENT": "没有这个文件或文件夹", "EACCES": "没有权限", "EPERM": "不允许该操作",
+                  "EISDIR": "这是一个文件夹", "ENOTDIR": "路径中有一段不是文件夹", "ELOOP": "符号链接层数过多",
+                  "ENAMETOOLONG": "文件名过长", "ENOSPC": "磁盘空间不足", "EROFS": "只读文件系统",
+                  "EBUSY": "设备或资源正忙", "ENXIO": "设备不存在或未就绪", "EEXIST": "文件已存在",
+                  "EIO": "输入/输出错误", "EMFILE": "打开的文件过多", "EFBIG": "文件过大", "EINVAL": "参数无效"}
+
+
+def os_reason(exc: BaseException) -> Text:
+    """Why an OSError happened, in both languages ('No such file or directory' / '没有这个文件或文件夹');
+    an errno without Chinese words keeps the system's English."""
+    import errno
+
+    en = str(getattr(exc, "strerror", None) or exc)
+    code = getattr(exc, "errno", None)
+    name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
+    return Text(en, _OS_REASONS_ZH.get(name, en))
+
+
 def pick_lang(flag: str | None = None) -> Lang:
     """`--lang` wins, then GPUWISE_LANG, then the locale (LC_ALL, LC_MESSAGES, LANG)."""
     for value in (flag, os.environ.get("GPUWISE_LANG")):

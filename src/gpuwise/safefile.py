@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuwise.errors import DataError, InputError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, os_reason
 
 MAX_DEPTH = 64  # a real config.json nests 3-4 levels, a safetensors header 3, a TOML file 3
 MAX_NUMBER_CHARS = 100  # digits of one number literal: a 64-bit integer has 20
@@ -64,7 +64,7 @@ def open_regular(path: Path | str) -> IO[bytes]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise _error(path, f"cannot be read: {exc.strerror or exc}.", f"无法读取：{exc.strerror or exc}。") from None
+        raise _error(path, f"cannot be read: {exc.strerror or exc}.", f"无法读取：{os_reason(exc).zh}。") from None
     try:
         mode = os.fstat(fd).st_mode
         for test, kind in _KINDS:
@@ -103,7 +103,7 @@ def read_capped(fh: IO[bytes], max_bytes: int, path: Path | str, what: Text | st
             parts.append(chunk)
             seen += len(chunk)
     except OSError as exc:
-        raise _error(path, f"cannot be read: {exc.strerror or exc}.", f"无法读取：{exc.strerror or exc}。") from None
+        raise _error(path, f"cannot be read: {exc.strerror or exc}.", f"无法读取：{os_reason(exc).zh}。") from None
     if seen > max_bytes:
         name = what if isinstance(what, Text) else Text(what, what)
         limit = _size_text(max_bytes)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import DataError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, os_reason
 from gpuwise.textsafe import clean_text
 
 GGUF_MAGIC = b"GGUF"
@@ -236,7 +236,7 @@ def read_gguf_header(path: Path, sizes: dict[int, tuple[int, int]]) -> GGUFHeade
                 return _parse(_Cursor(buf, path), sizes)
     except OSError as exc:
         raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                             f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+                             f"无法读取 {path}：{os_reason(exc).zh}。")) from exc
 
 
 def _parse(cur: _Cursor, sizes: dict[int, tuple[int, int]]) -> GGUFHeader:

@@ -39,7 +39,7 @@ from gpuwise.catalog.prices import (
     as_of_date,
 )
 from gpuwise.errors import InputError, UnknownNameError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, os_reason
 from gpuwise.textsafe import clean_text
 
 ImportFormat = Literal["skypilot", "gpuhunt", "csv"]
@@ -213,7 +213,7 @@ def read_import_file(path: Path) -> tuple[str, datetime.date]:
         info = path.stat()
     except OSError as exc:
         raise InputError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                              f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+                              f"无法读取 {path}：{os_reason(exc).zh}。")) from exc
     if not stat.S_ISREG(info.st_mode):  # a FIFO or device could block or never end
         raise InputError(Text(f"{path} is not a regular file (a folder, FIFO or device).",
                               f"{path} 不是普通文件（而是文件夹、FIFO 或设备）。"))
@@ -227,7 +227,7 @@ def read_import_file(path: Path) -> tuple[str, datetime.date]:
             data = fh.read(MAX_IMPORT_BYTES + 1)
     except OSError as exc:
         raise InputError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                              f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+                              f"无法读取 {path}：{os_reason(exc).zh}。")) from exc
     if len(data) > MAX_IMPORT_BYTES:
         raise too_big
     try:

@@ -19,7 +19,7 @@ from gpuwise.catalog._datafile import read_json_object
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.params import count_params
 from gpuwise.errors import DataError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, os_reason
 
 MAX_HEADER_BYTES = 100 * 2**20  # the safetensors library's own limit (MAX_HEADER_SIZE) is 100 MB
 MAX_INDEX_BYTES = 64 * 2**20  # a 1,000-shard index is a few MiB
@@ -158,7 +158,7 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
             prefix = fh.read(8)
         except OSError as exc:
             raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                                 f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+                                 f"无法读取 {path}：{os_reason(exc).zh}。")) from exc
         if len(prefix) < 8:
             raise _bad(str(path), "shorter than the 8-byte header length", "短于 8 字节的头部长度")
         (length,) = struct.unpack("<Q", prefix)
@@ -172,7 +172,7 @@ def read_header(path: Path) -> tuple[dict[str, Any], int]:
             raw = fh.read(length)  # at most MAX_HEADER_BYTES, checked above
         except OSError as exc:
             raise DataError(Text(f"Cannot read {path}: {exc.strerror or exc}.",
-                                 f"无法读取 {path}：{exc.strerror or exc}。")) from exc
+                                 f"无法读取 {path}：{os_reason(exc).zh}。")) from exc
         if len(raw) < length:
             raise _bad(str(path), "truncated inside the header", "头部被截断")
     try:
