@@ -114,3 +114,15 @@ def test_the_residual_stream_s_norms_stream_the_whole_hidden_state_on_every_tp_r
 
     assert floor(1024) == pytest.approx(1024 * per_token / (3.35e12 * 0.85), rel=0.05)  # H100 at 0.85 of 3.35 TB/s
     assert floor(2) == pytest.approx(floor(1), rel=0.01)
+
+
+def test_the_users_token_budget_sets_how_many_prompts_a_prefill_forward_packs() -> None:
+    """--max-num-batched-tokens 8192: four 2,048-token prompts share each forward (their weight pass and
+    one larger all-reduce a layer, nearer NVLS's plateau), so under load a prompt costs less than in the
+    engine's default 2,048-token forward, which holds one."""
+    ask: dict[str, object] = {"model": "llama-3.1-405b", "card": "h100-sxm", "gpus": 8, "weights": "fp8",
+                              "context": 2176, "output_tokens": 128, "concurrency": 256, "engine": "trtllm"}
+    default = _speed(**ask)
+    budget = _speed(**ask, max_num_batched_tokens=8192)
+    assert float(budget["throughput_tokens_per_s"]) > float(default["throughput_tokens_per_s"])  # type: ignore[arg-type]
+    assert budget["ttft_s"] == pytest.approx(default["ttft_s"])  # a prompt alone still runs its own forward

@@ -204,7 +204,7 @@ def _prefill(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult, r:
     if _marlin_prefill(model, w, d):  # the prompt's GEMMs at Marlin's plateau, not cuBLAS's share
         linear_rate = rate * _decode_gemm_share(model, w, d, r, precision) / r.gemm_at(precision)
     compute = (linear / linear_rate + attention / rate) / _peak_flops(d, precision)
-    budget = max(prompt, _prefill_batch_tokens(d.engine))
+    budget = max(prompt, w.max_num_batched_tokens or _prefill_batch_tokens(d.engine))  # the user's token budget wins
     comm, comm_forward = (_prefill_comm(model, d, r, tp, tokens) for tokens in (prompt, budget))
     off_gpu = (mem.host.cpu_ram + mem.host.nvme) / max(d.gpus, 1)
     if d.engine == "llamacpp" and d.gpu_layers is not None:  # weights only: the CPU layers' KV stays put
