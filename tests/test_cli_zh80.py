@@ -149,3 +149,15 @@ def test_a_missing_file_is_said_in_chinese_not_in_the_system_s_english(
         args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     out = render(args, monkeypatch, by_locale=True)
     assert out.startswith("错误：") and "No such file" not in out, out
+
+
+def test_a_file_that_is_not_json_is_said_in_chinese(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "raw.json"
+    bad.write_text("root:x:0:0\n")
+    out = render(("verify", "--from", str(bad)), monkeypatch, by_locale=True)
+    assert "第 1 行第 1 列处不是有效的 JSON" in out.replace("\n", "") and "Expecting value" not in out, out
+
+
+def test_an_unknown_choice_named_by_its_flag_keeps_a_space_before_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(("plan", "qwen2.5-7b", "--objective", "cheap"), monkeypatch, by_locale=False)
+    assert "未知的 --objective 取值“cheap”" in out, out

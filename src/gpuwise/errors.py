@@ -82,7 +82,8 @@ def unknown_name(kind: Text, word: str, choices: Iterable[str], list_command: st
     """The standard 'unknown X' error: quote it, suggest close matches, name the listing command."""
     choices = list(choices)
     matches = close_matches(word, choices)
-    message = Text(f"Unknown {kind.en} '{word}'.", f"未知的{kind.zh}“{word}”。")
+    gap = " " if kind.zh[:1].isascii() else ""  # '未知的 --objective 取值', '未知的显卡'
+    message = Text(f"Unknown {kind.en} '{word}'.", f"未知的{gap}{kind.zh}“{word}”。")
     options = list(dict.fromkeys(choices))
     if matches:  # a Chinese list is joined with 、, an English one with commas
         quoted = [f"'{m}'" for m in matches]

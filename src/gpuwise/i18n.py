@@ -50,6 +50,22 @@ def os_reason(exc: BaseException) -> Text:
     return Text(en, _OS_REASONS_ZH.get(name, en))
 
 
+def read_reason(exc: BaseException) -> Text:
+    """Why a text file could not be read as JSON, in both languages (json's and the codec's
+    messages are English only): where the JSON breaks, bad UTF-8, nesting, or the OS reason."""
+    import json
+
+    if isinstance(exc, json.JSONDecodeError):
+        return Text(str(exc)[:200], f"第 {exc.lineno} 行第 {exc.colno} 列处不是有效的 JSON")
+    if isinstance(exc, UnicodeDecodeError):
+        return Text(str(exc)[:200], f"第 {exc.start} 字节处不是 UTF-8 文本")
+    if isinstance(exc, RecursionError):
+        return Text(str(exc)[:200], "嵌套层数过深")
+    if isinstance(exc, OSError):
+        return os_reason(exc)
+    return Text(str(exc)[:200], str(exc)[:200])
+
+
 def pick_lang(flag: str | None = None) -> Lang:
     """`--lang` wins, then GPUWISE_LANG, then the locale (LC_ALL, LC_MESSAGES, LANG)."""
     for value in (flag, os.environ.get("GPUWISE_LANG")):

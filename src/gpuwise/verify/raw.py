@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import DataError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, read_reason
 from gpuwise.verify.nvml import NotAvailable
 
 SCHEMA_VERSION = 1
@@ -408,8 +408,8 @@ def load_evidence(path: str | Path) -> Evidence:
     except FileNotFoundError as exc:
         raise DataError(Text(f"No such file: {p}", f"文件不存在：{p}")) from exc
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        why = str(exc)[:200]
-        raise DataError(Text(f"Cannot read {p} as JSON: {why}", f"无法按 JSON 读取 {p}：{why}")) from exc
+        why = read_reason(exc)
+        raise DataError(Text(f"Cannot read {p} as JSON: {why.en}", f"无法按 JSON 读取 {p}：{why.zh}。")) from exc
     if not isinstance(data, dict):
         raise DataError(Text(f"{p} is not a JSON object.", f"{p} 不是 JSON 对象。"))
     return evidence_from_dict(data, origin=str(p))
