@@ -161,3 +161,14 @@ def test_a_file_that_is_not_json_is_said_in_chinese(tmp_path: Path, monkeypatch:
 def test_an_unknown_choice_named_by_its_flag_keeps_a_space_before_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     out = render(("plan", "qwen2.5-7b", "--objective", "cheap"), monkeypatch, by_locale=False)
     assert "未知的 --objective 取值“cheap”" in out, out
+
+
+MIG_FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "fleet" / "mig" / "a100_4_services.toml")
+
+
+def test_mig_in_chinese_counts_gpus_in_words_and_never_starts_a_line_with_punctuation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = render(("mig", MIG_FIXTURE), monkeypatch, by_locale=True)
+    assert "1 张 GPU" in out and "GPU(s)" not in out
+    assert not [line for line in out.splitlines() if line.lstrip()[:1] in ("、", "，", "。", "；")], out
+    assert all(cells(line.rstrip()) <= 80 for line in out.splitlines())

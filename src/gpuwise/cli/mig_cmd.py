@@ -79,7 +79,8 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
         console.print(table)
         return
     T = Text
-    table = Table(title=f"{d['card']}: {d['gpus_total']} GPU(s)", title_justify="left")
+    count = Text(f"{d['gpus_total']} GPU(s)", f"{d['gpus_total']} 张 GPU").render(lang)
+    table = Table(title=f"{d['card']}{'：' if lang == 'zh' else ': '}{count}", title_justify="left")
     for head in (T("Service", "服务"), T("Model", "模型"), T("Profile", "切片"), T("Needs / slice", "需要 / 切片"),
                  T("Speed on the slice", "切片上的速度")):
         table.add_column(head.render(lang))
@@ -98,5 +99,7 @@ def _render(d: dict[str, Any], lang: Lang) -> None:
     console.print("[bold]mig-parted[/]")
     console.print(d["mig_parted"], markup=False, end="")
     console.print("[bold]" + T("Without MIG", "不用 MIG 时").render(lang) + "[/]")
-    for a in d["alternatives" if lang == "en" else "alternatives_zh"]:
-        console.print("  - " + a, markup=False)
+    from gpuwise.cli.common import say
+
+    for a in d["alternatives" if lang == "en" else "alternatives_zh"]:  # wrapped by cells, indented under the dash
+        say(console, "  - " + escape(a), indent=4)
