@@ -138,3 +138,18 @@ def test_the_installed_command_words_the_known_defect_in_chinese() -> None:
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("错误：--micro-batch 必须是"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [("plan", "flux.1-dev", "--max-seconds", "nan"),
+                                  ("plan", "flux.1-dev", "--max-seconds", "0"),
+                                  ("plan", "flux.1-dev", "--top", "0"),
+                                  ("plan", "qwen2.5-7b", "--max-seconds", "inf")], ids=" ".join)
+def test_a_diffusion_plan_s_numbers_are_bounded_like_every_other(
+        args: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = call((*args, "--lang", "zh"), capsys)
+    assert code == 2 and err.startswith("错误：") and "必须是" in err, err  # was: ranked, '≤ nan s'
+
+
+def test_an_unknown_flag_with_no_close_spelling_suggests_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = call(("plan", "qwen2.5-7b", "--min-memory", "3", "--lang", "zh"), capsys)
+    assert "未知的选项“--min-memory”。" in err and "您是否想输入" not in err and "可选：。" not in err, err

@@ -82,6 +82,7 @@ BOUNDS: dict[str, Bound] = {b.field: b for b in (
     _b("budget", "float", 0, 1e12),
     _b("min_throughput", "float", 0, 1e12),
     _b("max_ttft", "float", 0, 1e6, low_open=True),
+    _b("max_seconds", "float", 0, 1e6, low_open=True),  # diffusion plan: seconds per output, at most
     _b("min_tokens_per_s_per_user", "float", 0, 1e9),
     _b("train_tokens", "float", 0, 1e18, low_open=True, flag="--tokens"),
     _b("inter_node_gbps", "float", 0, 1e6, low_open=True),
@@ -122,7 +123,7 @@ def out_of_range(bound: Bound, value: Any, label: str | None = None) -> InputErr
     name = label or bound.flag_name
     rng = bound.range_text()
     return InputError(Text(f"{name} must be {rng.en}; got {_shown(value)}.",
-                           f"{name} 必须是 {rng.zh}，实际为 {_shown(value)}。"))
+                           f"{name} 必须是{' ' if rng.zh[:1].isascii() else ''}{rng.zh}，实际为 {_shown(value)}。"))
 
 
 def check_value(field: str, value: object, label: str | None = None) -> float:

@@ -88,7 +88,7 @@ def unknown_name(kind: Text, word: str, choices: Iterable[str], list_command: st
     if matches:  # a Chinese list is joined with 、, an English one with commas
         quoted = [f"'{m}'" for m in matches]
         message = message + Text(f" Did you mean {', '.join(quoted)}?", f"您是否想输入 {'、'.join(quoted)}？")
-    elif len(options) <= 8:  # a short closed list: name every choice
+    elif options and len(options) <= 8:  # a short closed list: name every choice
         message = message + Text(f" Choose one of: {', '.join(options)}.", f"可选：{'、'.join(options)}。")
     hint = Text(f"Run `{list_command}` to list them.", f"运行 `{list_command}` 查看全部。")
     return UnknownNameError(message, hint=hint, suggestions=matches)

@@ -260,7 +260,10 @@ def plan_json(req: PlanRequest) -> dict[str, Any]:
 
     check_text("model", req.model)  # too long for any path or hub id: refused, never stat()ed
     if is_diffusion(req.model):  # image and video pipelines: gpuwise.diffusion
+        from gpuwise.bounds import check_fields
         from gpuwise.diffusion.service import diffusion_plan_json
+
+        check_fields(req)  # --top 0 or --max-seconds nan is refused here too, not ranked as 'no plan'
 
         return diffusion_plan_json(req, *_plan_cards(req))
     return run_plan(req).to_dict()

@@ -168,7 +168,9 @@ def _no_such_option(err: cx.NoSuchOption, root: Any, args: Sequence[str]) -> Gpu
     choices = _all_opts(command)
     # only close spellings: at difflib's 0.5 a long command's flags would suggest unrelated ones
     near = difflib.get_close_matches(err.option_name, choices, n=3, cutoff=0.75)
-    return unknown_name(Text("option", "选项"), err.option_name, near or choices, f"{path} --help")
+    # a short list is named whole; a long one only by its close spellings, or not at all
+    return unknown_name(Text("option", "选项"), err.option_name, choices if len(choices) <= 8 else near,
+                        f"{path} --help")
 
 
 def _option_usage(err: cx.BadOptionUsage, root: Any, args: Sequence[str]) -> GpuwiseError:
