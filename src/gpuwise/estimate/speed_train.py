@@ -238,12 +238,25 @@ def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share:
         return 0.0, 0.0
     msg = lay.tokens_mb * model.hidden_size * 2.0  # bf16 hidden state per token
     count = (4 + 2 * re_share) * model.num_layers / lay.pp
-    total = count * allreduce_seconds(msg, lay.tp, r.allreduce, r.link_latency)
     t = _table()
+    total = count * _tp_exchange_seconds(w, r, lay, msg)
     overlap = float(t["tp_overlap"].get(w.framework, 0.0)) if w.tp_overlap else 0.0
     if w.framework in t["tp_overlap_needs_compile"] and not w.compile:
         overlap = 0.0
     return total, max(total - overlap * busy, (1 - overlap) * total)
+
+
+def _tp_exchange_seconds(w: Workload, r: Rates, lay: _Layout, msg: float) -> float:
+    """One all-reduce's worth of TP traffic. Under sequence parallel (efficiency.toml [training]
+    tp_sequence_parallel) it is an all-gather and a reduce-scatter, which NCCL runs at the ring bus
+    bandwidth (NVLS speeds up all-reduce only); with Float8 tensorwise linears the all-gathers carry
+    FP8 (1 byte of the 2: tp_float8_allgather)."""
+    t = _table()
+    if w.framework not in t["tp_sequence_parallel"]:
+        return allreduce_seconds(msg, lay.tp, r.allreduce, r.link_latency)
+    gathered = msg / 2 if w.float8 and w.framework in t["tp_float8_allgather"] else msg
+    return allgather_seconds(gathered, lay.tp, r.link_busbw, r.link_latency) \
+        + allgather_seconds(msg, lay.tp, r.link_busbw, r.link_latency)
 
 
 def _trainable(model: ModelArch, w: Workload) -> int:
