@@ -172,3 +172,24 @@ def test_mig_in_chinese_counts_gpus_in_words_and_never_starts_a_line_with_punctu
     assert "1 张 GPU" in out and "GPU(s)" not in out
     assert not [line for line in out.splitlines() if line.lstrip()[:1] in ("、", "，", "。", "；")], out
     assert all(cells(line.rstrip()) <= 80 for line in out.splitlines())
+
+
+def test_every_recorded_verify_fault_reads_within_80_cells_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/fixtures/verify/faults.toml: each scenario's verdict rendered in Chinese at 80 columns."""
+    from benchmarks.verify_faults import _claim, apply, load_scenarios
+
+    from gpuwise.cli import verify_view
+    from gpuwise.verify.judge import judge
+    from gpuwise.verify.raw import evidence_from_dict
+
+    monkeypatch.setenv("COLUMNS", "80")
+    wide: list[str] = []
+    for scenario in load_scenarios():
+        verdict = judge(evidence_from_dict(apply(scenario)), _claim(scenario))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            verify_view.render(verdict, "zh")
+        text = out.getvalue()
+        wide += [f"{scenario.get('id')}: {line}" for line in text.splitlines() if cells(line.rstrip()) > 80]
+        assert not re.search(r"\d (GPUs|errors|links)\b", text) and "for every pair" not in text, scenario.get("id")
+    assert not wide, wide[:3]

@@ -21,7 +21,8 @@ _WORDS_ZH = {"on": "开", "off": "关", "none": "无", "idle": "空闲", "verifi
              "collected": "已采集", "OK": "正常", "correct": "正确", "wrong": "错误", "pending": "待处理",
              "failure": "失败", "prohibited": "禁止", "default": "默认", "active": "已激活", "all": "全部",
              "n/a": "不适用", "crashed": "崩溃", "completed": "已完成", "CUDA build": "CUDA 版",
-             "CUDA available": "CUDA 可用", "one version": "同一版本", "NV# every pair": "每对均为 NV#"}
+             "CUDA available": "CUDA 可用", "one version": "同一版本", "NV# every pair": "每对均为 NV#",
+             "NV# for every pair": "每对均为 NV#", "one NV# for every pair": "每对一条 NV#"}
 # Where the evidence came from and how long the run was (raw.Evidence source and mode).
 _HOW = {"fixture": Text("fixture", "样例数据"), "nvml": Text("nvml", "NVML 实测"),
         "nvidia-smi": Text("nvidia-smi", "nvidia-smi 数据"), "quick": Text("quick", "快速"),
