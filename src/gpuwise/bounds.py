@@ -64,6 +64,7 @@ BOUNDS: dict[str, Bound] = {b.field: b for b in (
     _b("nodes", "int", 1, 4096),
     _b("tp", "int", 0, 4096),  # 0: all the GPUs for serving, 1 for training
     _b("pp", "int", 1, 4096),
+    _b("cp", "int", 1, 4096),  # training: context-parallel degree (estimate.workload.Deployment)
     _b("replicas", "int", 1, 4096),
     _b("zero", "int", 0, 3),
     _b("context", "int", 1, MAX_TOKENS),
@@ -168,6 +169,28 @@ def check_parallelism(gpus: int, nodes: int, tp: int, pp: int) -> None:
               "请降低 --tp/--pp 或增加 --gpus。")
 
 
+def check_context_parallel(gpus_total: int, tp: int, pp: int, cp: int, seq_len: int, kind: str) -> None:
+    """--cp: tp x pp x cp ranks must divide the GPUs, and each rank's share of a sequence must be whole.
+    Ring and all-gather CP split the sequence into 2 x cp chunks, each rank taking one from each end for a
+    balanced causal mask (Megatron-LM megatron/training/utils.py get_batch_on_this_cp_rank: 'seq_len //
+    (2 * cp_size)'; torch context_parallel's round-robin load balance, torch/distributed/tensor/
+    experimental/_attention.py _RoundRobinLoadBalancer / ROUND_ROBIN_CYCLE = 2); Ulysses splits it in cp
+    (DeepSpeed deepspeed/sequence/layer.py DistributedAttention: the all-to-all's scatter dim)."""
+    if cp <= 1:
+        return
+    split = max(tp, 1) * pp * cp
+    _relation(gpus_total % split == 0,
+              f"--tp {tp} x --pp {pp} x --cp {cp} = {split:,} must divide the {gpus_total:,} GPUs "
+              "(the rest is data parallel).",
+              f"--tp {tp} × --pp {pp} × --cp {cp} = {split:,} 必须整除 {gpus_total:,} 张卡（其余为数据并行）。")
+    chunks = cp if kind == "ulysses" else 2 * cp
+    _relation(seq_len % chunks == 0,
+              f"--seq-len {seq_len:,} must be a multiple of {chunks:,} for --cp {cp} ({kind}: "
+              f"{'one chunk per rank' if kind == 'ulysses' else 'two chunks per rank, one from each end'}).",
+              f"--cp {cp}（{kind}）要求 --seq-len {seq_len:,} 是 {chunks:,} 的倍数"
+              f"（{'每卡一块' if kind == 'ulysses' else '每卡两块，首尾各一'}）。")
+
+
 def check_layers(pp: int, num_layers: int, model_name: str) -> None:
     """Each pipeline stage holds at least one layer."""
     _relation(pp <= num_layers,
@@ -180,6 +203,8 @@ def check_request(req: Any) -> None:
     check_fields(req)
     if hasattr(req, "tp"):
         check_parallelism(req.gpus, req.nodes, req.tp, req.pp)
+        check_context_parallel(req.gpus * req.nodes, req.tp, req.pp, getattr(req, "cp", 1), req.seq_len,
+                               getattr(req, "cp_kind", "ring"))
     output_tokens = getattr(req, "output_tokens", None)
     if output_tokens is not None:
         _relation(output_tokens < req.context,
@@ -188,5 +213,5 @@ def check_request(req: Any) -> None:
                   f"--output-tokens {output_tokens:,} 必须小于 --context {req.context:,}（上下文包含提示与输出）。")
 
 
-__all__ = ["BOUNDS", "TEXT_LIMITS", "Bound", "check_fields", "check_layers", "check_parallelism", "check_request",
-           "check_text", "check_value", "out_of_range"]
+__all__ = ["BOUNDS", "TEXT_LIMITS", "Bound", "check_context_parallel", "check_fields", "check_layers",
+           "check_parallelism", "check_request", "check_text", "check_value", "out_of_range"]

@@ -15,7 +15,7 @@ from gpuwise.catalog.prices import load_prices
 from gpuwise.catalog.sources import HUBS, Hub, load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
-from gpuwise.estimate.workload import ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
+from gpuwise.estimate.workload import CP_KINDS, ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
 from gpuwise.i18n import Text
 from gpuwise.replay import MAX_REQUESTS, load_recorded_run
 
@@ -61,6 +61,8 @@ class EstimateRequest(PipelineShape):
     pp: int = 1
     ep: int = 1  # training: expert parallelism for MoE models
     virtual_stages: int = 1  # training: interleaved 1F1B model chunks per pipeline stage
+    cp: int = 1  # training: context parallelism, each sequence split over cp ranks
+    cp_kind: str = "ring"  # training: how --cp moves keys and values (estimate.workload.CP_KINDS)
     tp_overlap: bool = False  # training: TP communication overlap (Megatron --tp-comm-overlap, torchtitan AsyncTP)
     offload: str = "none"
     cpu_offload_gb: float = 0.0
@@ -154,7 +156,11 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                    gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
                    engine_version=req.engine_version, mem_fraction=req.mem_fraction,
                    cpu_mem_bw_gbps=req.cpu_mem_bw, ep=req.ep,
-                   virtual_stages=req.virtual_stages)
+                   virtual_stages=req.virtual_stages, cp=req.cp, cp_kind=choose(req.cp_kind, CP_KINDS, "--cp-kind"))
+    if d.cp > 1 and not w.is_training:
+        raise InputError(Text("--cp splits a training sequence over GPUs; serving estimates do not take it.",
+                              "--cp 把训练序列切分到多张卡上；推理估算不接受该参数。"),
+                         hint=Text("Drop --cp, or pick a training --task.", "去掉 --cp，或选择训练类 --task。"))
     return model, w, d, resolved.note
 
 

@@ -109,6 +109,18 @@ def register(app: typer.Typer) -> None:
                      "Megatron --num-layers-per-virtual-pipeline-stage).",
             ),
         ] = 1,
+        cp: Annotated[
+            int,
+            typer.Option("--cp", help="Training: context parallel degree (each sequence split over cp GPUs; "
+                                      "torchtitan context_parallel_degree, Megatron --context-parallel-size, "
+                                      "ms-swift --sequence_parallel_size)."),
+        ] = 1,
+        cp_kind: Annotated[
+            str,
+            typer.Option("--cp-kind", help="Training: how --cp moves keys and values: allgather (torch "
+                                           "context_parallel, torchtitan), ring (Megatron / TE, ring attention) "
+                                           "or ulysses (DeepSpeed-Ulysses all-to-all)."),
+        ] = "ring",
         tp_overlap: Annotated[
             bool,
             typer.Option(
@@ -265,7 +277,7 @@ def register(app: typer.Typer) -> None:
             engine_version=engine_version,
             mem_fraction=mem_fraction, cpu_mem_bw=cpu_mem_bw,
             gpu_memory_utilization=gpu_memory_utilization, tp=tp, pp=pp, ep=ep, virtual_stages=virtual_stages,
-            tp_overlap=tp_overlap, offload=offload,
+            cp=cp, cp_kind=cp_kind, tp_overlap=tp_overlap, offload=offload,
             cpu_offload_gb=cpu_offload_gb, gpu_layers=gpu_layers, margin=margin, seq_len=seq_len,
             micro_batch=micro_batch, grad_accum=grad_accum, replicas=replicas, prices_file=prices,
             framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, loss=loss,

@@ -59,6 +59,14 @@ HELP_ZH: dict[str, str] = {
         "训练：MoE 模型的专家并行度（在数据并行的 GPU 中划分）。",
     "Training: model chunks per pipeline stage (interleaved 1F1B; Megatron --num-layers-per-virtual-pipeline-stage).":
         "训练：每个流水线级的模型分块数（交错 1F1B；Megatron --num-layers-per-virtual-pipeline-stage）。",
+    "Training: context parallel degree (each sequence split over cp GPUs; torchtitan context_parallel_degree, "
+    "Megatron --context-parallel-size, ms-swift --sequence_parallel_size).":
+        "训练：上下文并行度（每条序列切分到 cp 张卡上；torchtitan context_parallel_degree、"
+        "Megatron --context-parallel-size、ms-swift --sequence_parallel_size）。",
+    "Training: how --cp moves keys and values: allgather (torch context_parallel, torchtitan), ring (Megatron / "
+    "TE, ring attention) or ulysses (DeepSpeed-Ulysses all-to-all).":
+        "训练：--cp 如何在卡间传递 K 与 V：allgather（torch context_parallel，torchtitan）、ring（Megatron / "
+        "TE，环形注意力）或 ulysses（DeepSpeed-Ulysses all-to-all）。",
     "Training: hide TP communication under compute (Megatron --tp-comm-overlap; torchtitan AsyncTP, with --compile).":
         "训练：把 TP 通信与计算重叠（Megatron --tp-comm-overlap；torchtitan AsyncTP，需 --compile）。",
     "none | cpu | nvme": "卸载：none | cpu | nvme",

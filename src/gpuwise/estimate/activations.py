@@ -264,3 +264,39 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool 
     if w.compile:  # the logits held and their gradient, in the dtype the model hands the loss
         return logits * (8.0 if fp32_logits else 4.0)
     return logits * (16.0 if vocab_parallel else 12.0)
+
+
+def cp_backward_transient(model: ModelArch, w: Workload, cp: int, kind: str) -> float:
+    """What context parallelism adds beside one layer's attention backward, on one rank (before TP),
+    for `w` holding the rank's own share of the sequence (seq_len / cp tokens). Per local token:
+    allgather (torch context_parallel's default rotate method _RotateMethod.ALL_GATHER, torchtitan;
+      pytorch/pytorch torch/distributed/tensor/experimental/_attention.py@0123248a, in torch 2.13
+      _context_parallel/_attention.py, _templated_ring_attention_backward): the layer's K and V all-gathered
+      for the whole sequence (_AllGatherRotater: one all-gather of cat(k, v), bf16: 4 kv x cp), grad_query/
+      key/value accumulated in fp32 (convert_to_f32: zeros_like(..., dtype=accum_dtype)), the load-balanced
+      steps' _partial_update making a new fp32 copy beside the old (torch.cat of the chunks), the fp32 dK/dV
+      passed on by the ALL_TO_ALL rotater (the cat sent and the permute_tensor received) and each step's bf16
+      gradients from the SDPA backward op: 10 q + 28 kv + 4 kv x cp at the peak, as replaying the function
+      itself under MemTracker on a fake process group measures it (tests/test_train_cp_memory.py, within 5 %
+      at 4 and 8 query heads per KV head);
+    ring (ring-flash-attention ring_flash_attn.py ring_flash_attn_backward, the scheme of Megatron's
+      Transformer Engine p2p CP and ms-swift's ring attention): the next K and V received (bf16: 4 kv),
+      the block dq/dk/dv buffers (bf16: 2 (q + 2 kv)), dq/dk/dv accumulated in fp32 (4 (q + 2 kv)) and
+      the next dk/dv received (fp32: 8 kv);
+    ulysses (DeepSpeed deepspeed/sequence/layer.py DistributedAttention, _SeqAllToAll): attention
+      runs on the whole sequence for heads / cp, the same bytes as the local tokens' all heads, so what
+      it saves is the rank's share; backward's all-to-alls write the gradients of q, k and v into new
+      buffers beside the ones the attention backward made (2 (q + 2 kv)).
+    Flash / memory-efficient attention only (torch CP: 'CP only supports flash attention and memory
+    efficient attention now')."""
+    if cp <= 1:
+        return 0.0
+    tokens = float(w.seq_len * w.micro_batch)
+    q, kv = model.q_dim, model.kv_dim
+    if kind == "allgather":
+        per_token = 4.0 * kv * cp + 10.0 * q + 28.0 * kv
+    elif kind == "ring":
+        per_token = 6.0 * q + 24.0 * kv
+    else:
+        per_token = 2.0 * (q + 2.0 * kv)
+    return tokens * per_token

@@ -94,6 +94,8 @@ class Estimate:
             "suggestions_zh": [t.zh for t in self.suggestions],
             "fixes": [f.to_dict() for f in self.fixes],
         }
+        if d.cp > 1:  # training under context parallelism (--cp, --cp-kind)
+            out["context_parallel"] = {"cp": d.cp, "kind": d.cp_kind}
         if mem.capacity is not None:
             out["capacity"] = mem.capacity.to_dict()
         if self.speed is not None:

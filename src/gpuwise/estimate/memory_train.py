@@ -18,7 +18,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import Framework, find_framework, master_weights_for
 from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.errors import InputError
-from gpuwise.estimate.activations import kept_logits_bytes, loss_bytes, saved_activations
+from gpuwise.estimate.activations import cp_backward_transient, kept_logits_bytes, loss_bytes, saved_activations
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
@@ -196,10 +196,30 @@ def _check_training(model: ModelArch, fw: Framework, w: Workload, d: Deployment)
                                   f"the expert count ({experts}) and the data-parallel GPUs ({dp}).",
                                   f"--ep {d.ep} 把路由专家分到数据并行的各卡上：必须整除专家数（{experts}）"
                                   f"与数据并行卡数（{dp}）。"))
+    if d.cp > 1:
+        _check_context_parallel(model, w, d)
     if w.optimizer_in_backward and w.grad_accum > 1:
         raise InputError(Text("--optimizer-in-backward steps each parameter during backward, so it cannot "
                               "accumulate gradients: use --grad-accum 1.",
                               "--optimizer-in-backward 在反向中逐参数更新，无法累积梯度：请用 --grad-accum 1。"))
+
+
+def _check_context_parallel(model: ModelArch, w: Workload, d: Deployment) -> None:
+    """--cp runs attention as flash / memory-efficient kernels (torch context_parallel dispatches only those:
+    'CP only supports flash attention and memory efficient attention now'; Megatron CP needs Transformer
+    Engine's fused attention); Ulysses gives each rank num_heads / cp heads (DeepSpeed DistributedAttention
+    scatters the head dimension), after TP's own split."""
+    if not w.flash_attention:
+        raise InputError(Text("--cp needs flash or memory-efficient attention: drop --no-flash-attention.",
+                              "--cp 需要 flash 或 memory-efficient 注意力：请去掉 --no-flash-attention。"))
+    heads = model.num_heads // (d.tp or 1)
+    if d.cp_kind == "ulysses" and heads % d.cp:
+        raise InputError(Text(f"--cp {d.cp} --cp-kind ulysses gives each rank heads / cp: {model.name} has {heads} "
+                              "attention heads per tensor-parallel rank, not divisible by it.",
+                              f"--cp {d.cp} --cp-kind ulysses 让每卡分到 heads / cp 个头：{model.name} 每个张量并行"
+                              f"分片有 {heads} 个注意力头，不能被它整除。"),
+                         hint=Text("Use --cp-kind ring, or a --cp that divides the heads.",
+                                   "请用 --cp-kind ring，或选能整除头数的 --cp。"))
 
 
 def _runtime() -> tuple[float, float, float]:
@@ -352,13 +372,21 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     fw = find_framework(w.framework)
     _check_training(model, fw, w, d)
     tp = d.tp or 1
+    # ZeRO / FSDP shard over every rank of a stage that is not TP, context-parallel ranks included:
+    # torchtitan's FSDP mesh is dp_shard x cp flattened ('dp_shard_cp': torchtitan/parallelisms/
+    # parallelize_llama.py@9dec370 lines 78-90),
+    # Megatron-Core's distributed optimizer uses the data-parallel group with CP, DeepSpeed ZeRO the
+    # sequence-data-parallel group under Ulysses
     dp = max(1, d.gpus * d.nodes // (tp * d.pp))
+    if d.cp > 1:  # each rank embeds, runs its layers and takes the loss on seq_len / cp tokens of a sequence
+        w = replace(w, seq_len=w.seq_len // d.cp)
     st = _states(model, fw, w, d, tp, dp)
     residual = 4.0 if w.task == "qlora" and fw.qlora_fp32_upcast else 2.0
     acts = saved_activations(model, w, full_ft=w.task not in ("lora", "qlora"), layers=model.num_layers / d.pp,
                              residual_bytes=residual)
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
-    transient = (acts.backward_transient + _dequantized(model, w)) / tp  # heads and weights split by TP
+    transient = (acts.backward_transient + _dequantized(model, w)
+                 + cp_backward_transient(model, w, d.cp, d.cp_kind)) / tp  # heads and weights split by TP
     in_place = fw.loss_in_place and w.loss == "full" and not w.compile
     loss = in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
         loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),

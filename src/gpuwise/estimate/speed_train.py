@@ -21,6 +21,7 @@ from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table, host_memory_bandwidth
 from gpuwise.estimate.memory_train import held_share
+from gpuwise.estimate.train_gemm_roofline import linear_shards, roofline_slowdown
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -158,6 +159,11 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         routed = lay.tokens_mb * model.moe.experts_per_token / model.moe.num_experts * d.ep
         eff_moe = gemm_efficiency(r, routed, model.hidden_size, lay.tp)
     lin_rate *= 1 / ((1 - moe_share) + moe_share * eff / eff_moe)
+    # each GEMM takes at least its operands' and output's bytes at achievable bandwidth (torchao's training
+    # roofline, estimate/train_gemm_roofline.py): the narrow K/V shards under TP; dense MLPs only
+    mlp = 0.0 if model.moe is not None else _intermediate(model, p)
+    lin_rate /= roofline_slowdown(linear_shards(model, w.framework, lay.tp, mlp), lay.tokens_mb, lin_rate,
+                                  r.mem_bw, fp8, weight_grads=w.task not in ADAPTER_TASKS)
     compute = share * (f["lin"] / lin_rate + f["attn"] / attn_rate)
     recompute = share * (f["re_lin"] / lin_rate + f["re_attn"] / attn_rate)
     mem = share * _traffic_per_token(model, w, p, f["re_share"]) / r.mem_bw

@@ -16,6 +16,12 @@ Optimizer = Literal["adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor"]
 GradCkpt = str  # none | full | selective | op-sac | every-N (catalog.frameworks.is_grad_ckpt)
 Loss = Literal["full", "chunked", "fused"]
 Offload = Literal["none", "cpu", "nvme"]
+# How context parallelism (--cp) moves the sequence's keys and values between the ranks that split it:
+# allgather: torch context_parallel's default rotate method (all K/V of a layer gathered at once; torchtitan);
+# ring: K/V chunks passed rank to rank (Megatron-Core / Transformer Engine p2p, ring-flash-attention);
+# ulysses: DeepSpeed-Ulysses all-to-alls from sequence-sharded to head-sharded attention (ms-swift).
+CpKind = Literal["allgather", "ring", "ulysses"]
+CP_KINDS: tuple[CpKind, ...] = ("allgather", "ring", "ulysses")
 TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
 ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp", "sglang", "trtllm")
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
@@ -139,9 +145,12 @@ class Deployment:
     cpu_mem_bw_gbps: float | None = None  # host memory GB/s for llama.cpp CPU layers (None: by form factor)
     ep: int = 1  # training: expert-parallel degree (routed experts split over ep data-parallel ranks)
     virtual_stages: int = 1  # training: model chunks per pipeline stage (interleaved 1F1B)
+    cp: int = 1  # training: context-parallel degree (each sequence split over cp ranks)
+    cp_kind: CpKind = "ring"
 
     def __post_init__(self) -> None:
         choose(self.engine, ENGINES, "--engine")
+        choose(self.cp_kind, CP_KINDS, "--cp-kind")
         choose(self.offload, OFFLOADS, "--offload")
         if not (1 <= self.gpus <= 4096):
             _fail(f"--gpus must be between 1 and 4096; got {self.gpus}.",
@@ -160,6 +169,12 @@ class Deployment:
                   f"got {self.virtual_stages} with --pp {self.pp}.",
                   f"--virtual-stages 必须在 1–128 之间且需要 --pp 大于 1；"
                   f"实际为 {self.virtual_stages}，--pp {self.pp}。")
+        split = (self.tp or 1) * self.pp * self.cp
+        if self.cp != 1 and not (1 < self.cp <= 4096 and (self.gpus * self.nodes) % split == 0):
+            _fail(f"--cp must be 1-4096 and --tp x --pp x --cp must divide --gpus x --nodes; got --cp {self.cp} "
+                  f"with --tp {self.tp}, --pp {self.pp} on {self.gpus * self.nodes} GPUs.",
+                  f"--cp 必须在 1–4096 之间，且 --tp × --pp × --cp 必须整除 --gpus × --nodes；"
+                  f"实际为 --cp {self.cp}，--tp {self.tp}，--pp {self.pp}，共 {self.gpus * self.nodes} 张卡。")
         if self.zero not in (0, 1, 2, 3):
             _fail(f"--zero must be 0, 1, 2 or 3; got {self.zero}.",
                   f"--zero 只能是 0、1、2 或 3，实际为 {self.zero}。")

@@ -1,0 +1,88 @@
+"""Context parallelism (--cp, --cp-kind): validated like every flag, each rank's share of a sequence in
+memory, FSDP sharded over data x context parallel ranks, and the K/V traffic in the step."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpuwise.errors import InputError
+from gpuwise.service import EstimateRequest, estimate_json
+
+TITAN = {"model": "llama-3.1-8b", "card": "h100-sxm", "framework": "torchtitan-2024-12", "gpus": 8,
+         "task": "pretrain", "micro_batch": 1, "zero": 3, "grad_ckpt": "full", "loss": "chunked"}
+
+
+def _items(out: dict) -> dict[str, float]:
+    return {i["name"]: i["bytes"] for i in out["memory"]["items"]}
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"cp": 3}, "must divide"),
+    ({"cp": 2, "seq_len": 8190}, "multiple of 4"),
+    ({"cp": 4, "seq_len": 8194, "cp_kind": "ulysses"}, "multiple of 4"),
+    ({"cp": 16}, "must divide"),
+    ({"cp": 0}, "--cp"),
+    ({"cp": 2, "cp_kind": "zigzag"}, "--cp-kind"),
+    ({"cp": 2, "flash_attention": False}, "flash"),
+    ({"cp": 3, "gpus": 6, "cp_kind": "ulysses", "seq_len": 8190}, "heads"),
+])
+def test_a_context_parallel_setting_that_cannot_run_is_refused_in_both_languages(changes: dict, words: str) -> None:
+    kw = {**TITAN, "seq_len": 8192, **changes}
+    with pytest.raises(InputError) as err:
+        estimate_json(EstimateRequest(**kw))
+    assert words in err.value.message.en
+    assert err.value.message.zh and err.value.message.zh != err.value.message.en
+
+
+def test_serving_refuses_cp() -> None:
+    with pytest.raises(InputError):
+        estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", gpus=2, cp=2))
+
+
+def test_a_rank_holds_the_activations_and_loss_of_its_share_of_the_sequence() -> None:
+    whole = _items(estimate_json(EstimateRequest(**TITAN, seq_len=16384)))
+    split = _items(estimate_json(EstimateRequest(**TITAN, seq_len=32768, cp=2, cp_kind="allgather")))
+    assert split["logits"] == pytest.approx(whole["logits"], rel=1e-9)
+    assert split["activations"] == pytest.approx(whole["activations"], rel=1e-9)
+    for state in ("weights", "gradients", "optimizer", "zero3_gather"):  # FSDP over dp_shard x cp: 8 ranks
+        assert split[state] == pytest.approx(whole[state], rel=1e-9)
+
+
+def test_the_all_gather_kind_peaks_above_the_ring_and_ulysses_at_the_same_split() -> None:
+    kw = {**TITAN, "seq_len": 262144, "cp": 8, "grad_ckpt": "none", "loss": "fused"}
+    peaks = {kind: estimate_json(EstimateRequest(**kw, cp_kind=kind))["memory"]["allocated_peak"]
+             for kind in ("allgather", "ring", "ulysses")}
+    assert peaks["allgather"] > peaks["ring"] > peaks["ulysses"]
+
+
+def test_more_context_parallel_ranks_never_need_more_memory_per_gpu_at_the_same_sequence() -> None:
+    peaks = [estimate_json(EstimateRequest(**TITAN, seq_len=65536, cp=cp, cp_kind="ring"))["memory"]["allocated_peak"]
+             for cp in (1, 2, 4, 8)]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+def test_context_parallel_traffic_is_in_the_step_and_tokens_count_once() -> None:
+    base = {"model": "llama-3.1-8b", "card": "h100-sxm", "framework": "megatron", "gpus": 8, "task": "pretrain",
+            "seq_len": 8192, "micro_batch": 1, "zero": 1}
+    one = estimate_json(EstimateRequest(**base, grad_accum=16))["speed"]
+    two = estimate_json(EstimateRequest(**base, grad_accum=32, cp=2, cp_kind="ulysses"))["speed"]
+    # the same global batch (4 data-parallel ranks x 32 = 8 x 16 sequences) in one step
+    tokens_one = one["tokens_per_s"] * one["step_time_s"]
+    assert two["tokens_per_s"] * two["step_time_s"] == pytest.approx(tokens_one, rel=1e-6)
+    assert two["communication_s"]["cp_total"] > 0
+    assert two["step_breakdown_s"]["cp_comm"] == pytest.approx(two["communication_s"]["cp_exposed"])  # not hidden
+    assert "cp_comm" not in one["step_breakdown_s"]  # an estimate without --cp is unchanged
+
+
+def test_ring_passes_hide_under_the_attention_they_overlap() -> None:
+    base = {"model": "llama-3.1-8b", "card": "h100-sxm", "framework": "megatron", "gpus": 8, "task": "pretrain",
+            "seq_len": 8192, "micro_batch": 1, "zero": 1, "grad_accum": 32, "cp": 2}
+    ring = estimate_json(EstimateRequest(**base, cp_kind="ring"))["speed"]["communication_s"]
+    assert ring["cp_exposed"] <= ring["cp_total"]
+
+
+def test_the_request_default_is_no_context_parallelism() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(EstimateRequest)}
+    assert (fields["cp"], fields["cp_kind"]) == (1, "ring")
