@@ -65,8 +65,10 @@ def _layout(w: Workload, d: Deployment) -> _Layout:
     dp_local = max(1, d.gpus // (tp * pp))
     dp = max(1, d.gpus * d.nodes // (tp * pp))
     pad = 0.0 if w.packing or w.task == "pretrain" else _table()["unpacked_pad_max"] * (1 - 1 / w.micro_batch)
+    # context parallelism: a rank computes seq_len / cp tokens of each sequence; dp counts the cp ranks too
+    # (each holds other tokens, all reduce gradients together: FSDP's dp_shard_cp, Megatron's DP-with-CP group)
     return _Layout(tp=tp, pp=pp, dp=dp, dp_local=dp_local, micro_batches=w.grad_accum,
-                   tokens_mb=float(w.seq_len * w.micro_batch), real_share=1 - pad)
+                   tokens_mb=float(w.seq_len * w.micro_batch) / d.cp, real_share=1 - pad)
 
 
 def gemm_efficiency(r: Rates, tokens: float, hidden: int, tp: int) -> float:
@@ -165,6 +167,7 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     lin_rate /= roofline_slowdown(linear_shards(model, w.framework, lay.tp, mlp), lay.tokens_mb, lin_rate,
                                   r.mem_bw, fp8, weight_grads=w.task not in ADAPTER_TASKS)
     compute = share * (f["lin"] / lin_rate + f["attn"] / attn_rate)
+    attention = share * (f["attn"] + f["re_attn"]) / attn_rate  # what context-parallel traffic can hide under
     recompute = share * (f["re_lin"] / lin_rate + f["re_attn"] / attn_rate)
     mem = share * _traffic_per_token(model, w, p, f["re_share"]) / r.mem_bw
     if w.task == "qlora":  # NF4 -> bf16 before each forward, backward and recomputed forward
@@ -176,7 +179,7 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
-            "tp_total": tp_total, "tp_comm": tp_exposed}
+            "tp_total": tp_total, "tp_comm": tp_exposed, "attention": attention}
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of the model; a LoRA plan asks it per configuration
@@ -234,6 +237,43 @@ def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     inside = (local - 1) / (d.ep - 1)
     one = msg * inside / r.link_busbw + msg * (1 - inside) / nic_per_gpu + r.link_latency
     return (4 + 2 * re_share) * moe_layers * one
+
+
+def _cp_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_share: float, attention: float,
+                nic_per_gpu: float) -> tuple[float, float]:
+    """Context parallelism, one micro-batch on one rank: (total, exposed) seconds of moving keys and values
+    between the cp ranks of every layer, forward, backward and a recomputed forward. The cp ranks sit next
+    to the TP ranks (torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp], parallel_dims.py@9dec370;
+    Megatron's order tp-cp-ep-dp-pp): inside the node while tp x cp fits in it, else at the NIC's rate.
+    allgather (torch context_parallel, torch/distributed/tensor/experimental/_attention.py@0123248a): one
+      all-gather of cat(K, V) per attention forward, again in backward, and the fp32 dK/dV passed on at
+      each of the cp steps (_AllToAllRotater permute_tensor); the gather is waited on after the local
+      block's SDPA, so it hides under 1/cp of the attention at most;
+    ring (Transformer Engine / ring-flash-attention): cp - 1 passes of the local K/V forward, cp - 1 of
+      K/V and cp - 1 of dK/dV (fp32 in ring-flash-attention) backward, each sent while the current block
+      computes: hidden under the attention;
+    ulysses (DeepSpeed deepspeed/sequence/layer.py DistributedAttention): all-to-alls of q, k, v before
+      the attention and of its output after, the same for their gradients, each rank keeping 1/cp of what
+      it holds; synchronous, not overlapped."""
+    cp = d.cp
+    if cp <= 1:
+        return 0.0, 0.0
+    bw = r.link_busbw if lay.tp * cp <= d.gpus else min(r.link_busbw, nic_per_gpu)
+    lat = r.link_latency
+    kv = lay.tokens_mb * model.kv_dim * 2.0 / lay.tp  # bf16 K (or V) of this rank's tokens, its TP heads
+    q = lay.tokens_mb * model.q_dim * 2.0 / lay.tp
+    layers = model.num_layers / lay.pp
+    if d.cp_kind == "allgather":
+        gather = allgather_seconds(2 * kv * cp, cp, bw, lat)  # the whole sequence's K and V
+        total = layers * ((2 + re_share) * gather + cp * (lat + 2 * 2 * kv / bw))  # + fp32 dK/dV per step
+        return total, max(0.0, total - attention / cp)
+    if d.cp_kind == "ring":
+        passes = (cp - 1) * ((1 + re_share) * 2 * kv + 2 * kv + 2 * 2 * kv)  # K/V fwd (+recompute), bwd; fp32 dK/dV
+        total = layers * ((cp - 1) * (3 + re_share) * lat + passes / bw)
+        return total, max(0.0, total - attention)
+    moved = (2 * q + 2 * kv) * (cp - 1) / cp  # q, k, v in and the output back, per direction
+    total = layers * (2 + re_share) * (4 * lat + moved / bw)
+    return total, total
 
 
 def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share: float,
@@ -352,7 +392,9 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     ep_mb = _ep_seconds(model, w, d, r, lay, _flops_per_token(model, w, count_params(model))["re_share"],
                         inter_node_gbps / 8 * GB / max(1, d.gpus))
     busy_mb = mb["compute"] + mb["recompute"] + mb["memory_bound"]
-    stage_mb = busy_mb + mb["tp_comm"] + ep_mb
+    cp_total, cp_mb = _cp_seconds(model, d, r, lay, _flops_per_token(model, w, count_params(model))["re_share"],
+                                  mb["attention"], inter_node_gbps / 8 * GB / max(1, d.gpus))
+    stage_mb = busy_mb + mb["tp_comm"] + ep_mb + cp_mb
     bubble = (d.pp - 1) / d.virtual_stages * stage_mb if d.pp > 1 else 0.0  # interleaving: 1/v the bubble
     dp_total, per_mb = _dp_seconds(model, w, d, r, lay, inter_node_gbps)
     table = efficiency_table()
@@ -365,6 +407,8 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
              "memory_bound": m * mb["memory_bound"] + _optimizer_seconds(model, w, d, r, lay),
              "tp_comm": m * mb["tp_comm"], "ep_comm": m * ep_mb, "dp_comm_exposed": dp_exposed, "pp_bubble": bubble,
              "offload": _offload_seconds(model, w, d, r, lay, busy_mb)}
+    if d.cp > 1:
+        parts["cp_comm"] = m * cp_mb
     step = sum(parts.values())
     tokens_step = lay.tokens_mb * lay.real_share * m * lay.dp
     p = count_params(model)
@@ -377,6 +421,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
                       step_breakdown_s=parts,
                       communication_s={"dp_total": dp_total, "dp_exposed": dp_exposed,
                                        "tp_total": m * mb["tp_total"], "tp_exposed": m * mb["tp_comm"],
+                                       **({"cp_total": m * cp_total, "cp_exposed": m * cp_mb} if d.cp > 1 else {}),
                                        "inter_node_gbps": float(inter_node_gbps) if d.nodes > 1 else 0.0},
                       inter_node_source=fabric_source.en if d.nodes > 1 else "",
                       inter_node_source_zh=fabric_source.zh if d.nodes > 1 else "")
