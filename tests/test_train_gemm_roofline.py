@@ -3,6 +3,8 @@ input-gradient and weight-gradient GEMMs each take at least their bytes at achie
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuwise.catalog.presets import find_preset
@@ -40,3 +42,28 @@ def test_a_frozen_base_runs_two_gemms_a_linear_not_three() -> None:
     one = [(4096.0, 128.0, 1.0)]
     assert roofline_slowdown(one, 98304, RATE, BW, fp8=False, weight_grads=False) == pytest.approx(
         roofline_slowdown(one, 98304, RATE, BW, fp8=False))  # all three have the same bytes in bf16
+
+
+def test_float8_gains_nothing_on_linears_inside_torchaos_tensorwise_filter_and_everywhere_else_it_does() -> None:
+    from gpuwise.estimate.train_gemm_roofline import fp8_no_gain_share
+
+    tp8 = fp8_no_gain_share(llama_8b_shards("torchtitan", 8))  # wq 4096 x 512, wk / wv 4096 x 128
+    tp1 = fp8_no_gain_share(llama_8b_shards("torchtitan", 1))  # wk / wv 4096 x 1024 only
+    per_layer = 4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336
+    lm_head = 4096 * 128256 / 32
+    assert tp8 == pytest.approx(4096 * (4096 + 2 * 1024) / (per_layer + lm_head))
+    assert tp1 == pytest.approx(4096 * 2 * 1024 / (per_layer + lm_head))
+    assert fp8_no_gain_share([(8192.0, 7168.0, 1.0)]) == 0.0
+
+
+def test_a_float8_step_of_8b_at_tp_8_saves_less_than_at_tp_1() -> None:
+    from gpuwise.service import EstimateRequest, estimate_json
+
+    job: dict[str, Any] = {"model": "llama-3.1-8b", "card": "h100-sxm", "gpus": 8, "task": "pretrain",
+                           "seq_len": 8192, "micro_batch": 2, "compile": True, "framework": "torchtitan"}
+
+    def compute(**kw: Any) -> float:
+        return float(estimate_json(EstimateRequest(**job, **kw))["speed"]["step_breakdown_s"]["compute"])
+    tp1 = compute(zero=3, float8=True) / compute(zero=3)
+    tp8 = compute(tp=8, float8=True) / compute(tp=8)
+    assert tp8 > tp1

@@ -21,7 +21,7 @@ from gpuwise.catalog.params import ParamBreakdown, count_params
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table, host_memory_bandwidth
 from gpuwise.estimate.memory_train import held_share
-from gpuwise.estimate.train_gemm_roofline import linear_shards, roofline_slowdown
+from gpuwise.estimate.train_gemm_roofline import fp8_no_gain_share, linear_shards, roofline_slowdown
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
 from gpuwise.i18n import Text
@@ -154,6 +154,11 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     # FP8 GEMMs reach a smaller share of their (doubled) peak than BF16 ones of theirs: the family's
     # gemm_fp8 / gemm ratio (efficiency.toml, [fp8]), applied to the shape-dependent training efficiency
     lin_rate = _peak(d, "fp8" if fp8 else "bf16") * eff * (r.gemm_at("fp8") / r.gemm if fp8 and r.gemm else 1.0)
+    mlp = 0.0 if model.moe is not None else _intermediate(model, p)
+    shards = linear_shards(model, w.framework, lay.tp, mlp)
+    if fp8:  # shapes where Float8 tensorwise gains nothing run at the bf16 rate (train_gemm_roofline.py)
+        small = fp8_no_gain_share(shards) * (1 - _expert_share(model, p))  # the shards: the non-expert linears
+        lin_rate = 1 / ((1 - small) / lin_rate + small / (_peak(d, "bf16") * eff))
     attn_rate = _peak(d, "bf16") * eff * (_table()["flash_attention_share"] if w.flash_attention else 1.0)
     # routed experts each see only k/E of the tokens: their GEMMs are short (uniform routing)
     moe_share, eff_moe = _expert_share(model, p), eff
@@ -163,9 +168,8 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
     lin_rate *= 1 / ((1 - moe_share) + moe_share * eff / eff_moe)
     # each GEMM takes at least its operands' and output's bytes at achievable bandwidth (torchao's training
     # roofline, estimate/train_gemm_roofline.py): the narrow K/V shards under TP; dense MLPs only
-    mlp = 0.0 if model.moe is not None else _intermediate(model, p)
-    lin_rate /= roofline_slowdown(linear_shards(model, w.framework, lay.tp, mlp), lay.tokens_mb, lin_rate,
-                                  r.mem_bw, fp8, weight_grads=w.task not in ADAPTER_TASKS)
+    lin_rate /= roofline_slowdown(shards, lay.tokens_mb, lin_rate, r.mem_bw, fp8,
+                                  weight_grads=w.task not in ADAPTER_TASKS)
     compute = share * (f["lin"] / lin_rate + f["attn"] / attn_rate)
     attention = share * (f["attn"] + f["re_attn"]) / attn_rate  # what context-parallel traffic can hide under
     recompute = share * (f["re_lin"] / lin_rate + f["re_attn"] / attn_rate)

@@ -10,7 +10,8 @@ memory-bound only where both K and N are narrow enough: KN / (K + N) below the c
 ridge, i.e. the K and V projections of a grouped-query model split by tensor parallel (Llama 3 8B at
 TP 8: 4096 x 128 per rank, about 124 FLOP a byte against a bf16 ridge of ~270 on a 2.4 TB/s H100).
 Used by speed_train.py as a slowdown of the linear FLOP rate (>= 1); the compute-side shape effect
-stays in speed_train.gemm_efficiency.
+stays in speed_train.gemm_efficiency. Also here: the share of the linear FLOPs whose shapes gain nothing
+from Float8 tensorwise GEMMs (fp8_no_gain_share).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from gpuwise.catalog.arch import ModelArch
 from gpuwise.estimate.links import efficiency_table
 
-__all__ = ["linear_shards", "roofline_slowdown"]
+__all__ = ["fp8_no_gain_share", "linear_shards", "roofline_slowdown"]
 
 
 def linear_shards(model: ModelArch, framework: str, tp: int, mlp_width: float) -> list[tuple[float, float, float]]:
@@ -57,3 +58,13 @@ def roofline_slowdown(shards: list[tuple[float, float, float]], tokens: float, f
             compute += count * flops
             floor += count * max(flops, _gemm_bytes(m, inner, out, fp8) / mem_bw)
     return floor / compute if compute else 1.0
+
+
+def fp8_no_gain_share(shards: list[tuple[float, float, float]]) -> float:
+    """Share of the linear FLOPs (K x N x how many: the same tokens multiply every one) in GEMMs whose shape
+    is inside [training_gemm_shape] float8_tensorwise_no_gain: torchao's H100 measurements put Float8
+    tensorwise fwd + bwd at no faster than bf16 there, so those run at the bf16 rate."""
+    region = efficiency_table()["training_gemm_shape"]["float8_tensorwise_no_gain"]
+    total = sum(k * n * c for k, n, c in shards)
+    small = sum(k * n * c for k, n, c in shards if k <= region["in_max"] and n <= region["out_max"])
+    return small / total if total else 0.0
