@@ -193,3 +193,21 @@ def test_every_recorded_verify_fault_reads_within_80_cells_in_chinese(monkeypatc
         wide += [f"{scenario.get('id')}: {line}" for line in text.splitlines() if cells(line.rstrip()) > 80]
         assert not re.search(r"\d (GPUs|errors|links)\b", text) and "for every pair" not in text, scenario.get("id")
     assert not wide, wide[:3]
+
+
+def test_serve_on_a_taken_port_is_refused_in_chinese() -> None:
+    """uvicorn itself only logs 'error while attempting to bind' in English and exits."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "LANG": "zh_CN.UTF-8", "COLUMNS": "80"}
+        env.pop("GPUWISE_LANG", None)
+        proc = subprocess.run([sys.executable, "-m", "gpuwise", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                              capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert proc.returncode == 2 and f"无法监听 127.0.0.1:{port}：地址已被占用。" in proc.stderr, proc.stderr

@@ -36,7 +36,8 @@ _OS_REASONS_ZH = {"ENOENT": "没有这个文件或文件夹", "EACCES": "没有�
                   "EISDIR": "这是一个文件夹", "ENOTDIR": "路径中有一段不是文件夹", "ELOOP": "符号链接层数过多",
                   "ENAMETOOLONG": "文件名过长", "ENOSPC": "磁盘空间不足", "EROFS": "只读文件系统",
                   "EBUSY": "设备或资源正忙", "ENXIO": "设备不存在或未就绪", "EEXIST": "文件已存在",
-                  "EIO": "输入/输出错误", "EMFILE": "打开的文件过多", "EFBIG": "文件过大", "EINVAL": "参数无效"}
+                  "EIO": "输入/输出错误", "EMFILE": "打开的文件过多", "EFBIG": "文件过大", "EINVAL": "参数无效",
+                  "EADDRINUSE": "地址已被占用", "EADDRNOTAVAIL": "无法使用该地址"}
 
 
 def os_reason(exc: BaseException) -> Text:
@@ -45,6 +46,8 @@ def os_reason(exc: BaseException) -> Text:
     import errno
 
     en = str(getattr(exc, "strerror", None) or exc)
+    if type(exc).__name__ == "gaierror":  # socket.getaddrinfo: its codes are not errno's
+        return Text(en, "无法解析该主机名")
     code = getattr(exc, "errno", None)
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     return Text(en, _OS_REASONS_ZH.get(name, en))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from gpuwise.cli.common import LangOpt, fail, lang_of
 from gpuwise.errors import GpuwiseError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Lang, Text
 from gpuwise.web.defaults import COMPUTE_TIMEOUT_S, MAX_WAIT_S
 
 INSTALL_HINT = Text("Install the web extra: pip install 'gpuwise[web]'",
@@ -75,6 +75,7 @@ def serve(
     from gpuwise.web.protocol import uvicorn_options
 
     shown = f"[{host}]" if ":" in host else host
+    _check_bindable(host, port, shown, chosen)
     typer.echo(Text(f"gpuwise: http://{shown}:{port}/  (API: /api, schema: /openapi.json; Ctrl+C stops)",
                     f"gpuwise：http://{shown}:{port}/ （接口 /api，模式 /openapi.json；Ctrl+C 停止）")
                .render(chosen))
@@ -88,5 +89,26 @@ def serve(
 
             uvicorn.run(app_from_env(), **common)
     except OSError as exc:  # the address is taken or cannot be bound
-        fail(GpuwiseError(Text(f"Cannot listen on {shown}:{port}: {exc.strerror or exc}.",
-                               f"无法监听 {shown}:{port}：{exc.strerror or exc}。")), json_out=False, lang=chosen)
+        _cannot_listen(exc, shown, port, chosen)
+
+
+def _cannot_listen(exc: OSError, shown: str, port: int, lang: Lang) -> NoReturn:
+    from gpuwise.i18n import os_reason
+
+    why = os_reason(exc)
+    fail(GpuwiseError(Text(f"Cannot listen on {shown}:{port}: {why.en}.", f"无法监听 {shown}:{port}：{why.zh}。")),
+         json_out=False, lang=lang)
+
+
+def _check_bindable(host: str, port: int, shown: str, lang: Lang) -> None:
+    """A taken or foreign address is refused here, in the user's language: uvicorn only logs
+    'error while attempting to bind' in English and exits."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(infos[0][4])
+    except OSError as exc:  # socket.gaierror too: a host name that does not resolve
+        _cannot_listen(exc, shown, port, lang)
