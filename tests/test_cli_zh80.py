@@ -211,3 +211,17 @@ def test_serve_on_a_taken_port_is_refused_in_chinese() -> None:
         proc = subprocess.run([sys.executable, "-m", "gpuwise", "serve", "--host", "127.0.0.1", "--port", str(port)],
                               capture_output=True, text=True, env=env, timeout=60, check=False)
     assert proc.returncode == 2 and f"无法监听 127.0.0.1:{port}：地址已被占用。" in proc.stderr, proc.stderr
+
+
+def test_exporter_on_a_taken_port_and_a_plot_into_a_missing_folder_say_why_in_chinese(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        out = render(("exporter", VERIFY_FIXTURE, "--host", "127.0.0.1", "--port", port), monkeypatch, by_locale=True)
+    assert "地址已被占用" in out and "Address already in use" not in out, out
+    plot = render((*EST, "--plot", "/nonexistent-folder/x.png"), monkeypatch, by_locale=True)
+    assert plot.startswith("错误：") and "No such file" not in plot, plot

@@ -218,7 +218,7 @@ def check_output(path: Path | str, *, replace: bool) -> bool:
         info = None
     except OSError as exc:
         raise _out_error(p, f"cannot be checked: {exc.strerror or exc}.",
-                         f"无法检查：{exc.strerror or exc}。") from None
+                         f"无法检查：{os_reason(exc).zh}。") from None
     if info is not None:
         if stat.S_ISLNK(info.st_mode):
             raise _out_error(p, "is a symbolic link; gpuwise does not write through links.",
@@ -256,7 +256,7 @@ def write_output(path: Path | str, data: bytes | str, *, replace: bool = False) 
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise _out_error(p, f"cannot be written: {exc.strerror or exc}.",
-                         f"无法写入：{exc.strerror or exc}。") from None
+                         f"无法写入：{os_reason(exc).zh}。") from None
     return existed
 
 

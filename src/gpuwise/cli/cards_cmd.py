@@ -26,7 +26,7 @@ from gpuwise.catalog.prices import (
 from gpuwise.catalog.prices_import import FORMATS, PriceImport, import_prices
 from gpuwise.cli.common import Column, JsonOpt, LangOpt, dropped_note, fit_table, money, run_command, safe, say
 from gpuwise.errors import InputError, unknown_name
-from gpuwise.i18n import Lang, Text
+from gpuwise.i18n import Lang, Text, os_reason
 
 SCHEMA_VERSION = 1
 # Marks after a value: where it comes from (docs/data-schema.md, "Provenance").
@@ -235,7 +235,7 @@ def _write_new(path: Path, text: str, *, force: bool) -> None:
         write_output(path, text, replace=True)  # whole, never through a symbolic link or onto a folder
     except OSError as exc:
         raise InputError(Text(f"Cannot write {path}: {exc.strerror or exc}.",
-                              f"无法写入 {path}：{exc.strerror or exc}。")) from exc
+                              f"无法写入 {path}：{os_reason(exc).zh}。")) from exc
 
 
 # ------------------------------------------------------------------ rendering

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import GpuwiseError, InputError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, os_reason
 
 __all__ = ["DEFAULT_PORT", "evidence_paths", "make_exporter"]
 
@@ -72,6 +72,6 @@ def make_exporter(items: Sequence[Path], host: str = "127.0.0.1", port: int = DE
         return make_server(host, port, prom.make_wsgi_app(registry), handler_class=_Quiet)
     except OSError as exc:
         raise InputError(Text(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.",
-                              f"无法监听 {host}:{port}：{exc.strerror or exc}。"),
+                              f"无法监听 {host}:{port}：{os_reason(exc).zh}。"),
                          hint=Text("Pick another --port, or stop what holds this one.",
                                    "请换一个 --port，或停止占用该端口的程序。")) from exc

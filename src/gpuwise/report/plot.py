@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import GpuwiseError, InputError
-from gpuwise.i18n import Lang, Text, pick_lang
+from gpuwise.i18n import Lang, Text, os_reason, pick_lang
 
 GIB = 2**30
 SUFFIXES = (".png", ".svg")
@@ -138,7 +138,7 @@ def _save(fig: Any, path: Path) -> None:
         write_output(path, buf.getvalue(), replace=True)  # whole, never through a symbolic link
     except OSError as exc:
         raise InputError(Text(f"Cannot write {path}: {exc.strerror or exc}.",
-                              f"无法写入 {path}：{exc.strerror or exc}。")) from exc
+                              f"无法写入 {path}：{os_reason(exc).zh}。")) from exc
 
 
 def plot_estimate(r: dict[str, Any], path: Path, lang: Lang) -> None:
