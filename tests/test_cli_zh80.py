@@ -75,7 +75,7 @@ def test_verify_at_80_columns_puts_each_explanation_under_its_check_in_chinese_w
     i = next(n for n, line in enumerate(lines) if line.startswith("inventory.count"))
     assert "8 块 GPU" in lines[i] and lines[i + 1].startswith("    发现 8 块 GPU")
     assert not re.search(r"\d (GPUs|errors|processes|links|Xids)\b", out), out
-    assert "开（期望：开）" in out and "通过：" in out
+    assert "开（期望：开）" in out and "通过：" in out and "内核日志：已读取" in out
 
 
 def test_doctor_marks_and_fix_labels_are_chinese(monkeypatch: pytest.MonkeyPatch) -> None:

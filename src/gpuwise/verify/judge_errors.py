@@ -20,6 +20,12 @@ def error_rules() -> dict[str, Any]:
     return load_data("verify_errors.toml")
 
 
+# host.kernel_log as verify/host.py records it, in Chinese
+_KERNEL_LOG_ZH = {"read": "已读取", "not read": "未读取",
+                  "dmesg not readable (needs root or kernel.dmesg_restrict=0)":
+                      "dmesg 无法读取（需要 root 或 kernel.dmesg_restrict=0）"}
+
+
 def check_xid(cx: Context) -> CheckResult:
     name = "health.xid"
     rules = error_rules()["xid"]
@@ -29,7 +35,7 @@ def check_xid(cx: Context) -> CheckResult:
     if not events:
         return CheckResult(name, "pass", 0, 0, "Xids", Text(
             f"No Xid error reported (NVML events during the run; kernel log: {log}).",
-            f"未报告 Xid 错误（运行期间的 NVML 事件；内核日志：{log}）。"))
+            f"未报告 Xid 错误（运行期间的 NVML 事件；内核日志：{_KERNEL_LOG_ZH.get(log, log)}）。"))
     fatal = [(i, e) for i, e in events if e.xid in rules["fail"]]
     shown = "; ".join(f"GPU{i} Xid {e.xid}" + (" (during load)" if e.during_load else "")
                       for i, e in (fatal or events)[:6])
