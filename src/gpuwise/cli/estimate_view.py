@@ -270,7 +270,7 @@ def _render_verdict(c: Any, r: dict[str, Any], lang: Lang) -> None:
     for key in ("card_note", "warnings"):
         values = r.get(key + ("_zh" if zh else ""))
         for v in ([values] if isinstance(values, str) else values or []):
-            say(c, f"[yellow]![/] {safe(v)}")
+            say(c, f"[yellow]![/] {safe(v)}", indent=2)
     fixes = r.get("suggestions_zh" if zh else "suggestions") or []
     if fixes:
         say(c, "可以这样放下：" if zh else "It would fit if you:")
@@ -292,4 +292,4 @@ def render_with_images(r: dict[str, Any], lang: Lang, explain: bool) -> None:
 
         from gpuwise.cli.image_cmd import vision_line
 
-        Console(highlight=False).print(vision_line(r, lang), markup=False)
+        say(Console(highlight=False), safe(vision_line(r, lang)))  # wrapped by cells, like every line
