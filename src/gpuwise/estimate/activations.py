@@ -216,7 +216,7 @@ def kept_logits_bytes(model: ModelArch, w: Workload, fp32_logits: bool) -> float
 
 
 def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool = False,
-               fp32_logits: bool = False) -> float:
+               fp32_logits: bool = False, bf16_loss: bool = False) -> float:
     """Peak bytes of the loss, forward or backward, whichever is larger (they do not coexist).
 
     full (transformers loss_utils.ForCausalLMLoss @d0fed636, with F.cross_entropy = log_softmax +
@@ -247,6 +247,11 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool 
       beside the bf16 logits (2 + 4 + 4 + 4 = 14); backward holds the saved log-probs, grad_input =
       torch.zeros_like(x), torch.exp(x) and their sum ('return (grad_input + torch.exp(x)) * grad_output'):
       4 x 4 = 16 bytes per logit of this rank's vocabulary shard.
+    full on bf16 logits (`bf16_loss`: ms-swift's sequence-parallel loss, CrossEntropyLoss(reduction='none')
+      on outputs.logits as the model returns them, swift/trainers/sequence_parallel/ulysses.py@70ec3155d
+      loss_scale_sp_func, utils.py@v3.8.0 lines 123-149; the model got no labels, so no upcast): log_softmax
+      and its gradients in bf16: forward the logits and the log-probs (2 + 2), backward the saved log-probs,
+      nll's dense gradient and log_softmax's input gradient (2 + 2 + 2) = 6 bytes per logit.
     fused (Liger FusedLinearCrossEntropy; Unsloth and Cut Cross Entropy are assumed no larger): no full
       logits; a bf16 logits chunk of next_pow2(ceil(tokens / ceil(V / h))) rows, and the gradient of
       the hidden states (2 sbh) that it keeps for backward.
@@ -263,6 +268,8 @@ def loss_bytes(model: ModelArch, w: Workload, chunks: int, vocab_parallel: bool 
         return logits * per
     if w.compile:  # the logits held and their gradient, in the dtype the model hands the loss
         return logits * (8.0 if fp32_logits else 4.0)
+    if bf16_loss:
+        return logits * 6.0
     return logits * (16.0 if vocab_parallel else 12.0)
 
 

@@ -390,7 +390,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     in_place = fw.loss_in_place and w.loss == "full" and not w.compile
     loss = in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
         loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
-                   fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32) / tp
+                   fw.loss_chunks, vocab_parallel=fw.loss_parallel and tp > 1, fp32_logits=fw.logits_fp32,
+                   bf16_loss=fw.cp_loss_bf16 and d.cp > 1) / tp
     # a loop that still names its shifted logits holds them beside the loss, through backward and the step
     named = kept_logits_bytes(model, w, fw.logits_fp32) / tp if fw.loss_logits_kept else 0.0
     loss += named
