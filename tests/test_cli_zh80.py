@@ -225,3 +225,16 @@ def test_exporter_on_a_taken_port_and_a_plot_into_a_missing_folder_say_why_in_ch
     assert "地址已被占用" in out and "Address already in use" not in out, out
     plot = render((*EST, "--plot", "/nonexistent-folder/x.png"), monkeypatch, by_locale=True)
     assert plot.startswith("错误：") and "No such file" not in plot, plot
+
+
+def test_an_unreachable_hub_is_said_in_chinese() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LANG": "zh_CN.UTF-8", "COLUMNS": "80", "HF_HUB_OFFLINE": "0",
+           "HF_ENDPOINT": "http://127.0.0.1:9"}
+    env.pop("GPUWISE_LANG", None)
+    proc = subprocess.run([sys.executable, "-m", "gpuwise", "estimate", "someorg/some-model-7b", "--card", "4090"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode != 0 and "连接被拒绝" in proc.stderr and "Connection refused" not in proc.stderr, proc.stderr

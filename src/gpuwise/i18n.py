@@ -37,7 +37,9 @@ _OS_REASONS_ZH = {"ENOENT": "没有这个文件或文件夹", "EACCES": "没有�
                   "ENAMETOOLONG": "文件名过长", "ENOSPC": "磁盘空间不足", "EROFS": "只读文件系统",
                   "EBUSY": "设备或资源正忙", "ENXIO": "设备不存在或未就绪", "EEXIST": "文件已存在",
                   "EIO": "输入/输出错误", "EMFILE": "打开的文件过多", "EFBIG": "文件过大", "EINVAL": "参数无效",
-                  "EADDRINUSE": "地址已被占用", "EADDRNOTAVAIL": "无法使用该地址"}
+                  "EADDRINUSE": "地址已被占用", "EADDRNOTAVAIL": "无法使用该地址",
+                  "ECONNREFUSED": "连接被拒绝", "ECONNRESET": "连接被重置", "ETIMEDOUT": "连接超时",
+                  "ENETUNREACH": "网络不可达", "EHOSTUNREACH": "主机不可达"}
 
 
 def os_reason(exc: BaseException) -> Text:
@@ -51,6 +53,31 @@ def os_reason(exc: BaseException) -> Text:
     code = getattr(exc, "errno", None)
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     return Text(en, _OS_REASONS_ZH.get(name, en))
+
+
+def net_reason(cause: object, limit: int = 200) -> Text:
+    """Why a network request failed, in both languages: the OS reason of the OSError inside an
+    HTTP library's error (its cause chain, or the '[Errno 111]' it quotes); a timeout; else the
+    library's own words in both."""
+    import errno
+    import re
+
+    en = f"{cause!s:.{limit}}"
+    seen: object = cause
+    for _ in range(8):  # the chain an HTTP client wraps round the socket's error
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return Text(en, os_reason(seen).zh)
+        seen = getattr(seen, "reason", None) or getattr(seen, "__cause__", None) or getattr(seen, "__context__", None)
+        if seen is None:
+            break
+    quoted = re.search(r"\[Errno (-?\d+)\]", en)
+    if quoted:
+        name = errno.errorcode.get(int(quoted.group(1)), "")
+        if name in _OS_REASONS_ZH:
+            return Text(en, _OS_REASONS_ZH[name])
+    if "timed out" in en.lower() or "timeout" in type(cause).__name__.lower():
+        return Text(en, "连接超时")
+    return Text(en, en)
 
 
 def read_reason(exc: BaseException) -> Text:

@@ -34,7 +34,7 @@ from gpuwise.catalog.safetensors_header import (
 )
 from gpuwise.catalog.sources import read_config_file
 from gpuwise.errors import GpuwiseError, SourceUnavailableError
-from gpuwise.i18n import Text
+from gpuwise.i18n import Text, net_reason
 
 _DEFAULT_TIMEOUT_S = 10.0  # per request; huggingface_hub's own DEFAULT_ETAG_TIMEOUT
 _MS_DEFAULT_ENDPOINT = "https://www.modelscope.cn"  # modelscope_hub DEFAULT_MODELSCOPE_DOMAIN
@@ -105,7 +105,7 @@ def _hf_endpoint() -> str:
 def _hf_unreachable(endpoint: str, cause: object) -> SourceUnavailableError:
     return SourceUnavailableError(
         Text(f"Cannot reach the Hugging Face Hub (HF_ENDPOINT={endpoint}): {cause!s:.200}",
-             f"无法连接 Hugging Face Hub（HF_ENDPOINT={endpoint}）：{cause!s:.200}"), hint=_HF_HINT)
+             f"无法连接 Hugging Face Hub（HF_ENDPOINT={endpoint}）：{net_reason(cause).zh}。"), hint=_HF_HINT)
 
 
 def _hf_error(exc: BaseException, repo: str, revision: str | None, endpoint: str) -> GpuwiseError:
@@ -238,7 +238,7 @@ def _ms_endpoint() -> str:
 def _ms_unreachable(endpoint: str, cause: object) -> SourceUnavailableError:
     return SourceUnavailableError(
         Text(f"Cannot reach ModelScope (MODELSCOPE_ENDPOINT={endpoint}): {cause!s:.200}",
-             f"无法连接 ModelScope（MODELSCOPE_ENDPOINT={endpoint}）：{cause!s:.200}"), hint=_MS_HINT)
+             f"无法连接 ModelScope（MODELSCOPE_ENDPOINT={endpoint}）：{net_reason(cause).zh}。"), hint=_MS_HINT)
 
 
 def _ms_probe(endpoint: str, model_id: str, revision: str) -> None:
