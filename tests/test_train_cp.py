@@ -86,3 +86,14 @@ def test_ring_passes_hide_under_the_attention_they_overlap() -> None:
 def test_the_request_default_is_no_context_parallelism() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(EstimateRequest)}
     assert (fields["cp"], fields["cp_kind"]) == (1, "ring")
+
+
+def test_the_python_api_refuses_cp_that_does_not_divide_the_gpus() -> None:
+    from gpuwise.catalog.cards import load_cards, resolve_card
+    from gpuwise.estimate.workload import Deployment
+
+    card = resolve_card("h100-sxm", load_cards(())).card
+    with pytest.raises(InputError) as err:
+        Deployment(card=card, gpus=8, tp=2, cp=3)
+    assert "--cp" in err.value.message.en and "--cp" in err.value.message.zh
+    assert Deployment(card=card, gpus=8, tp=2, cp=4).cp == 4
