@@ -96,8 +96,9 @@ def matmul_params(p: ParamBreakdown) -> int:
 
 def _flops_per_token(model: ModelArch, w: Workload, p: ParamBreakdown) -> dict[str, float]:
     """Whole-model FLOPs per token: linear forward 2N, backward 4N (2N without weight gradients
-    for a frozen base); causal attention 2 x layers x q_dim x seq forward, twice that backward
-    (PaLM app. B, halved for the causal mask); recompute by policy."""
+    for a frozen base); causal attention 2 x layers x q_dim x seq forward (PaLM app. B, halved for the
+    causal mask), backward 2.5 x that with flash attention (its 5 matmuls recompute S = QK^T), 2 x eager
+    ([training_attention] backward_factor); recompute by policy."""
     lin_f = 2.0 * matmul_params(p)
     lin_b = (2.0 if w.task in ADAPTER_TASKS else 4.0) * matmul_params(p)
     attn_f = 2.0 * model.num_layers * model.q_dim * w.seq_len
@@ -110,7 +111,8 @@ def _flops_per_token(model: ModelArch, w: Workload, p: ParamBreakdown) -> dict[s
         re_lin, re_attn = lin_f / every, attn_f / every
     else:
         re_lin, re_attn = 0.0, 0.0
-    return {"lin": lin_f + lin_b, "attn": 3 * attn_f, "re_lin": re_lin, "re_attn": re_attn,
+    attn_b = efficiency_table()["training_attention"]["backward_factor"]["flash" if w.flash_attention else "eager"]
+    return {"lin": lin_f + lin_b, "attn": (1 + attn_b) * attn_f, "re_lin": re_lin, "re_attn": re_attn,
             "re_share": (re_lin + re_attn) / (lin_f + attn_f)}
 
 
@@ -181,6 +183,7 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += 2 * p.linear / (lay.tp * lay.pp) * _table()["float8_cast_bytes_per_element"] / r.mem_bw
     if w.task in ADAPTER_TASKS:
         mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
+    mem += _cp_merge_seconds(model, d, r, lay, f["re_share"])
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
             "tp_total": tp_total, "tp_comm": tp_exposed, "attention": attention}
@@ -241,6 +244,22 @@ def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     inside = (local - 1) / (d.ep - 1)
     one = msg * inside / r.link_busbw + msg * (1 - inside) / nic_per_gpu + r.link_latency
     return (4 + 2 * re_share) * moe_layers * one
+
+
+def _cp_merge_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_share: float) -> float:
+    """torch context_parallel (cp_kind allgather) merges the cp partial results of each attention forward
+    and accumulates its gradients in fp32, outside the kernel: memory-bound seconds of one micro-batch on
+    the slowest rank ([training_attention] cp_merge_bytes). The K/V elements are counted at the model's
+    kv width (a caller that repeats K/V to every head, as torchtitan's repeat_kv, moves more)."""
+    cp = d.cp
+    if cp <= 1 or d.cp_kind != "allgather":
+        return 0.0
+    b = efficiency_table()["training_attention"]["cp_merge_bytes"]
+    q = lay.tokens_mb * model.q_dim / lay.tp  # this rank's attention output elements, its TP heads
+    kv = 2 * lay.tokens_mb * model.kv_dim / lay.tp  # its K and V elements
+    fwd = q * (b["merge_step"] * (cp - 1) + b["merge_once"]) + kv * b["kv_cat_step"] * (cp - 1)
+    bwd = q * (b["grad_step"] * cp + b["grad_once"]) + kv * b["kv_grad_step"] * (cp - 1)
+    return float(model.num_layers / lay.pp * ((1 + re_share) * fwd + bwd) / r.mem_bw)
 
 
 def _cp_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_share: float, attention: float,
