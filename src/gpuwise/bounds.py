@@ -22,6 +22,7 @@ from gpuwise.i18n import Text
 
 Kind = Literal["int", "float"]
 MAX_TOKENS = 1 << 27  # estimate.workload.MAX_TOKENS: 134 M tokens, above any model's context
+MAX_RUN_REQUESTS = 1 << 17  # prompts of one simulated benchmark run (--requests, --replay): a few seconds
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ BOUNDS: dict[str, Bound] = {b.field: b for b in (
     _b("zero", "int", 0, 3),
     _b("context", "int", 1, MAX_TOKENS),
     _b("concurrency", "int", 1, 1 << 20),
+    _b("requests", "int", 1, MAX_RUN_REQUESTS),  # a finite benchmark run (service._benchmark_run)
     _b("output_tokens", "int", 1, MAX_TOKENS),
     _b("max_num_batched_tokens", "int", 1, MAX_TOKENS),
     _b("seq_len", "int", 1, MAX_TOKENS),

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuwise.bounds import MAX_RUN_REQUESTS, MAX_TOKENS
 from gpuwise.errors import DataError
 from gpuwise.i18n import Text
 from gpuwise.safefile import read_json_object
 
 MAX_FILE_BYTES = 256 << 20  # a 10,000-prompt result with every inter-token gap is ~100 MB
-MAX_REQUESTS = 1 << 17  # the most prompts one simulated run takes (service.MAX_RUN_REQUESTS)
-MAX_TOKENS = 1 << 24  # 16 M tokens: longer than any model's context
+MAX_REQUESTS = MAX_RUN_REQUESTS  # the most prompts one simulated run takes (gpuwise.bounds, as --requests)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from gpuwise.errors import InputError
 from gpuwise.estimate.api import Estimate, estimate
 from gpuwise.estimate.workload import CP_KINDS, ENGINES, LORA_TARGETS, OFFLOADS, TASKS, Deployment, Workload, choose
 from gpuwise.i18n import Text
-from gpuwise.replay import MAX_REQUESTS, load_recorded_run
+from gpuwise.replay import load_recorded_run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,9 +186,6 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
     return result, note
 
 
-MAX_RUN_REQUESTS = MAX_REQUESTS  # a simulated run of this many prompts stays under a few seconds
-
-
 def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
     """--requests N: the throughput of one engine's finite run of N prompts sent at once
     (estimate/speed.py benchmark_run), in place of the steady-state figure; --replay FILE: the same
@@ -207,10 +204,8 @@ def _benchmark_run(req: EstimateRequest, result: Estimate) -> Estimate:
                                   "requests disagree: give one of them.",
                                   f"--requests {req.requests:,} 与 --replay 录制的 {len(recorded):,} 个请求"
                                   "不一致：二者只给其一。"))
-    n = len(recorded) if recorded is not None else req.requests
-    if n is None or isinstance(n, bool) or not 1 <= n <= MAX_RUN_REQUESTS:
-        raise InputError(Text(f"--requests must be between 1 and {MAX_RUN_REQUESTS:,}; got {req.requests}.",
-                              f"--requests 必须在 1 到 {MAX_RUN_REQUESTS:,} 之间，实际为 {req.requests}。"))
+    # --requests is within gpuwise.bounds (check_request), a replay's count within gpuwise.replay's cap
+    n = len(recorded) if recorded is not None else int(req.requests or 0)
     if req.task != "infer" or req.replicas != 1:
         raise InputError(Text("--requests and --replay describe one serving engine's benchmark run: use them "
                               "with --task infer and --replicas 1.",

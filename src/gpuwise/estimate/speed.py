@@ -261,7 +261,7 @@ def benchmark_run(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResul
         slots = int(cap.max_concurrency)
     if recorded:
         prompts = [p for p, _ in recorded]
-        counted = [max(0, o) for _, o in recorded]
+        counted = [o for _, o in recorded]  # gpuwise.replay: each >= 0
     else:
         counted = output_lengths(requests, w.output_len, max(1, model.max_context - w.prompt_len))
         prompts = [w.prompt_len] * len(counted)
