@@ -1,6 +1,6 @@
 """Tensor-parallel traffic as each framework runs it: torchtitan's plan is sequence parallel (an all-gather
 and a reduce-scatter where Megatron's plain TP all-reduces), at NCCL's ring bus bandwidth, with FP8
-all-gathers under Float8 tensorwise linears (efficiency.toml [training] tp_sequence_parallel)."""
+all-gathers under Float8 tensorwise linears (frameworks.toml tp_sequence_parallel / tp_float8_allgather)."""
 
 from __future__ import annotations
 

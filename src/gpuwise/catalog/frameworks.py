@@ -63,7 +63,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
     "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
     "pp_keeps_outputs": _F("bool"), "cp_loss_bf16": _F("bool"),
-    "zero_deepspeed": _F("bool"),
+    "zero_deepspeed": _F("bool"), "tp_sequence_parallel": _F("bool"), "tp_float8_allgather": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -151,6 +151,11 @@ class Framework:
     # --zero N is DeepSpeed's ZeRO (the framework's --deepspeed zeroN), not FSDP: stage 3 keeps bf16 gradient
     # partitions and steps the optimizer one sub-group at a time (memory_train._deepspeed_stage3)
     zero_deepspeed: bool = False
+    # tensor parallel is sequence parallel: each of Megatron's all-reduces is an all-gather before the
+    # column-parallel linears and a reduce-scatter after the row-parallel ones (speed_train._tp_exchange_seconds)
+    tp_sequence_parallel: bool = False
+    # under Float8 tensorwise linears those all-gathers carry FP8 (torchao casts before the all-gather)
+    tp_float8_allgather: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

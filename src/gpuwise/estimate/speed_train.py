@@ -316,14 +316,14 @@ def _tp_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout, re_share:
 
 
 def _tp_exchange_seconds(w: Workload, r: Rates, lay: _Layout, msg: float) -> float:
-    """One all-reduce's worth of TP traffic. Under sequence parallel (efficiency.toml [training]
+    """One all-reduce's worth of TP traffic. Under sequence parallel (frameworks.toml
     tp_sequence_parallel) it is an all-gather and a reduce-scatter, which NCCL runs at the ring bus
     bandwidth (NVLS speeds up all-reduce only); with Float8 tensorwise linears the all-gathers carry
     FP8 (1 byte of the 2: tp_float8_allgather)."""
-    t = _table()
-    if w.framework not in t["tp_sequence_parallel"]:
+    fw = find_framework(w.framework)
+    if not fw.tp_sequence_parallel:
         return allreduce_seconds(msg, lay.tp, r.allreduce, r.link_latency)
-    gathered = msg / 2 if w.float8 and w.framework in t["tp_float8_allgather"] else msg
+    gathered = msg / 2 if w.float8 and fw.tp_float8_allgather else msg
     return allgather_seconds(gathered, lay.tp, r.link_busbw, r.link_latency) \
         + allgather_seconds(msg, lay.tp, r.link_busbw, r.link_latency)
 
