@@ -180,7 +180,8 @@ def check_context_parallel(gpus_total: int, tp: int, pp: int, cp: int, seq_len: 
     (DeepSpeed deepspeed/sequence/layer.py DistributedAttention: the all-to-all's scatter dim)."""
     if cp <= 1:
         return
-    split = max(tp, 1) * pp * cp
+    tp = max(tp, 1)  # --tp 0 (the default) is 1 for training: the product shown is the one checked
+    split = tp * pp * cp
     _relation(gpus_total % split == 0,
               f"--tp {tp} x --pp {pp} x --cp {cp} = {split:,} must divide the {gpus_total:,} GPUs "
               "(the rest is data parallel).",
