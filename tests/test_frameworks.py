@@ -248,3 +248,21 @@ def test_fsdp1_keeps_the_root_unit_whole_through_the_step() -> None:
         return float(next(i["bytes"] for i in mem["items"] if i["name"] == "zero3_gather"))
     root = 2 * 128256 * 4096 * 2  # embedding + output projection, bf16
     assert gather("torchtune-0.2") - gather("torchtune") == pytest.approx(root)  # FSDP1 against FSDP2
+
+
+def test_without_zero_the_framework_shards_as_it_does_by_default() -> None:
+    """torchtitan and torchtune shard with FSDP2 unless told otherwise (frameworks.toml sharding): 8 GPUs
+    without --zero are ZeRO-3, named as a default; --zero 0 still means plain replicas."""
+    def run8(framework: str, zero: int | None = None) -> dict:
+        return estimate_json(EstimateRequest(model="llama-3.1-8b", card="h100-sxm", gpus=8, task="pretrain",
+                                             framework=framework, seq_len=8192, zero=zero))
+    titan, titan3, titan0 = run8("torchtitan"), run8("torchtitan", 3), run8("torchtitan", 0)
+    assert titan["fits"] and titan["framework"]["knobs"]["zero"] == 3
+    assert "zero" in titan["framework"]["defaults_applied"]
+    assert titan["memory"]["required"] == titan3["memory"]["required"] < titan0["memory"]["required"]
+    assert "zero" not in titan3["framework"]["defaults_applied"]
+    hf = run8("hf")  # the HF Trainer is DDP unless given an FSDP or DeepSpeed config
+    assert hf["framework"]["knobs"]["zero"] == 0 and hf["memory"]["required"] == run8("hf", 0)["memory"]["required"]
+    assert any("--gpus 8 --zero 3" in s for s in hf["suggestions"])  # shard the GPUs it already has
+    one = estimate_json(EstimateRequest(model="llama-3.2-1b", card="h100-sxm", task="pretrain", framework="torchtitan"))
+    assert one["framework"]["knobs"]["zero"] == 0 and "zero" not in one["framework"]["defaults_applied"]

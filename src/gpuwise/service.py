@@ -84,7 +84,7 @@ class EstimateRequest(PipelineShape):
     compile: bool | None = None
     float8: bool | None = None
     flash_attention: bool = True
-    zero: int = 0
+    zero: int | None = None  # training: None takes the --framework's multi-GPU sharding
     lora_rank: int = 16
     lora_targets: str = ",".join(LORA_TARGETS)
     nodes: int = 1
@@ -129,6 +129,20 @@ def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict
     return {**knobs, "framework": fw.id, "framework_defaults": (*chosen, *defaults) if training else ()}
 
 
+def train_zero(req: Any, framework_id: str) -> tuple[int, bool]:
+    """--zero, or where it is not given and the GPUs data-parallel, the framework's own default
+    sharding (frameworks.toml `sharding`: torchtune's and torchtitan's FSDP2 shard like ZeRO-3);
+    and whether it came from the framework."""
+    from gpuwise.catalog.frameworks import SHARDING_ZERO, find_framework
+
+    if req.zero is not None:
+        return req.zero, False
+    dp = req.gpus * req.nodes // max(1, max(1, req.tp) * req.pp * getattr(req, "cp", 1))
+    if req.task == "infer" or dp <= 1:
+        return 0, False
+    return SHARDING_ZERO[find_framework(framework_id).sharding], True
+
+
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
     from gpuwise.bounds import check_layers, check_request
@@ -142,16 +156,20 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
     targets = tuple(t.strip() for t in req.lora_targets.split(",") if t.strip())
     if targets == ("all",) or targets == ("all-linear",):
         targets = LORA_TARGETS
+    knobs = train_knobs(req, multi_gpu=req.gpus * req.nodes > 1)
+    zero, zero_default = train_zero(req, knobs["framework"])
+    if zero_default:
+        knobs["framework_defaults"] = (*knobs["framework_defaults"], "zero")
     w = Workload(task=choose(req.task, TASKS, "--task"), weights=req.weights, kv_dtype=req.kv_dtype,
                  context=req.context, concurrency=req.concurrency, output_tokens=req.output_tokens,
                  max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
                  seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
-                 tp_overlap=req.tp_overlap, **train_knobs(req, multi_gpu=req.gpus * req.nodes > 1))
+                 tp_overlap=req.tp_overlap, **knobs)
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp,
                    engine=choose(req.engine, ENGINES, "--engine"),
-                   gpu_memory_utilization=req.gpu_memory_utilization, zero=req.zero,
+                   gpu_memory_utilization=req.gpu_memory_utilization, zero=zero,
                    offload=choose(req.offload, OFFLOADS, "--offload"), cpu_offload_gib=req.cpu_offload_gb,
                    gpu_layers=req.gpu_layers, nodes=req.nodes, margin=req.margin,
                    engine_version=req.engine_version, mem_fraction=req.mem_fraction,

@@ -22,7 +22,9 @@ SHIPPED_FRAMEWORKS = Path(__file__).resolve().parent.parent / "data" / "framewor
 
 LOSSES = ("full", "chunked", "fused")
 OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
-SHARDING = ("ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp2")
+# The --zero stage each multi-GPU default sharding amounts to (FSDP / FSDP2 full shard = ZeRO-3)
+SHARDING_ZERO = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3, "fsdp2": 3}
+SHARDING = tuple(SHARDING_ZERO)
 PEAKS = ("allocated", "reserved", "nvidia-smi", "none")
 TRAINING_TASKS = ("lora", "qlora", "full", "pretrain")
 _EVERY = re.compile(r"^every-([1-9][0-9]?)$")

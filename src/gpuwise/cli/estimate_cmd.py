@@ -191,7 +191,10 @@ def register(app: typer.Typer) -> None:
             bool | None, typer.Option("--float8/--no-float8", help="Float8 training matmuls (Hopper, Ada, Blackwell).")
         ] = None,
         flash_attention: Annotated[bool, typer.Option("--flash-attention/--no-flash-attention")] = True,
-        zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")] = 0,
+        zero: Annotated[
+            int | None,
+            typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP). Default: the framework's multi-GPU sharding."),
+        ] = None,
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
         lora_targets: Annotated[
             str, typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down or 'all'.")

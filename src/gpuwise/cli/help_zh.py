@@ -94,7 +94,8 @@ HELP_ZH: dict[str, str] = {
     "torch.compile the model.": "用 torch.compile 编译模型。",
     "Pack sequences to the full --seq-len.": "把样本拼接到完整的 --seq-len。",
     "Float8 training matmuls (Hopper, Ada, Blackwell).": "训练矩阵乘使用 Float8（Hopper、Ada、Blackwell）。",
-    "ZeRO stage 0-3 (3 = FSDP).": "ZeRO 阶段 0-3（3 = FSDP）。",
+    "ZeRO stage 0-3 (3 = FSDP). Default: the framework's multi-GPU sharding.":
+        "ZeRO 阶段 0-3（3 = FSDP）。默认：所选框架多卡时的切分方式。",
     "Comma list of q,k,v,o,gate,up,down or 'all'.": "逗号分隔的 q,k,v,o,gate,up,down，或 'all'。",
     "Nodes (training).": "节点数（训练）。",
     "Network per node between nodes, Gb/s (default: the platform's reference fabric, e.g. 1600 for HGX A100, "

@@ -114,18 +114,18 @@ class Estimate:
             out["engine_startup"] = boot  # the engine's rule set and the lines it would print
         if w.is_training:
             out["limits"] = training_limits(self.model, w, d)
-            out["framework"] = framework_dict(w)
+            out["framework"] = framework_dict(w, d)
         return out
 
 
-def framework_dict(w: Workload) -> dict[str, Any]:
+def framework_dict(w: Workload, d: Deployment) -> dict[str, Any]:
     """The framework a training estimate follows, and every default it took from it."""
     from gpuwise.catalog.frameworks import find_framework
 
     fw = find_framework(w.framework)
     knobs = {"loss": w.loss, "grad_ckpt": w.grad_ckpt, "activation_offload": w.activation_offload,
              "optimizer": w.optimizer, "optimizer_in_backward": w.optimizer_in_backward,
-             "packing": w.packing, "compile": w.compile, "float8": w.float8}
+             "packing": w.packing, "compile": w.compile, "float8": w.float8, "zero": d.zero}
     return {"id": fw.id, "name": fw.name, "version": fw.version, "launch": fw.launch,
             "knobs": knobs, "defaults_applied": list(w.framework_defaults),
             "chosen_by_default": "framework" in w.framework_defaults, "default_reason": fw.default_reason,

@@ -144,8 +144,9 @@ def _train_changes(model: ModelArch, w: Workload, d: Deployment) -> Iterator[Cha
         yield Fix("optimizer", (("optimizer", "paged-adamw8bit"),),
                   Text("use a paged 8-bit AdamW", "改用分页 8-bit AdamW"),
                   native=_native(fw, "fix_8bit_optimizer")), rep(w, optimizer="paged-adamw8bit"), d
-    for gpus in (2, 4, 8):
-        if d.gpus < gpus <= d.card.max_gpus_per_node and w.task != "qlora":
+    for gpus in (2, 4, 8):  # the GPUs it has already, when they only replicate the model, then more
+        if (d.gpus < gpus or d.gpus == gpus and d.zero < 3) and gpus <= d.card.max_gpus_per_node \
+                and w.task != "qlora":
             yield Fix("shard", (("gpus", gpus), ("zero", 3)), Text(f"shard with ZeRO-3 / FSDP over {gpus} GPUs",
                                                                     f"用 ZeRO-3 / FSDP 切分到 {gpus} 张卡"),
                       native=_native(fw, "fix_sharding")), w, rep(d, gpus=gpus, zero=3)
