@@ -68,9 +68,15 @@ def test_sglang_serves_a_nodes_replicas_as_data_parallel() -> None:
     assert "--dp-size" in args and args[args.index("--dp-size") + 1] == "2"
 
 
+def _trtllm_ready(plan: dict[str, Any]) -> dict[str, Any]:
+    """A sample plan TensorRT-LLM can run: no weight offload, and its checkpoint already in the plan's
+    format (as --deploy-model names it; TensorRT-LLM quantises nothing as it loads)."""
+    return make(plan, parallelism__cpu_offload_gb=0.0, quantization=None)
+
+
 @pytest.mark.parametrize("name", SERVE_PLANS)
 def test_every_trtllm_serve_flag_is_in_the_recorded_flag_list(name: str) -> None:
-    plan = make(PLANS[name], parallelism__cpu_offload_gb=0.0)
+    plan = _trtllm_ready(PLANS[name])
     args = command(emit(plan, "trtllm"), "trtllm-serve")
     check_flags(args[2:], recorded("trtllm-serve-00209af.flags.txt"))
     assert args[args.index("--config") + 1] == "extra-llm-api-config.yml"
@@ -86,7 +92,7 @@ def _yaml_of(text: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name", SERVE_PLANS)
 def test_every_trtllm_yaml_key_is_an_llm_api_field(name: str) -> None:
     keys = set(recorded("trtllm-llm-api-options.keys.txt"))
-    doc = _yaml_of(emit(make(PLANS[name], parallelism__cpu_offload_gb=0.0), "trtllm"))
+    doc = _yaml_of(emit(_trtllm_ready(PLANS[name]), "trtllm"))
     for key, value in doc.items():
         assert key in keys
         for sub in value if isinstance(value, dict) else {}:

@@ -146,8 +146,10 @@ def render_plan(r: dict[str, Any], lang: Lang) -> None:
             say(c, "[bold]" + ("质量：" if zh else "quality: ") + "[/]" + safe(q["summary_zh" if zh else "summary"]))
         for note in p["notes_zh" if zh else "notes"]:
             say(c, "  · " + safe(note), indent=4)
+        need = safe(p["quantization"]) if p.get("quantization") else None  # the format it still needs
         say(c, ("部署：" if zh else "deploys: ") + safe(p["deploy_model"])
-                + (f" (--quantization {safe(p['quantization'])})" if p.get("quantization") else ""))
+                + ("" if need is None else f"（需要 {need} 权重，见上方说明）" if zh else
+                   f" (needs {need} weights: see the notes above)"))
     if r.get("unpriced"):
         # 'a10×1' is one word: a line never breaks between a card and its count
         names = ("、" if zh else ", ").join(f"{x['card']}×{x['gpus']}" for x in r["unpriced"])

@@ -23,6 +23,7 @@ __all__ = [
     "image_version",
     "not_for",
     "num",
+    "online_quantization",
     "serve_image",
     "serving_notes",
     "shell_join",
@@ -108,6 +109,57 @@ def check_serving(target: str, tool: str, plan: Plan, kv: Sequence[str]) -> None
     if plan.kv_dtype not in (*kv, *KV_DEFAULT):
         raise not_for(target, plan, f"{tool} has no KV cache type '{plan.kv_dtype}'; use auto or fp8.",
                       f"{tool} 没有 KV 缓存类型“{plan.kv_dtype}”；请用 auto 或 fp8。")
+
+
+# What each serving engine quantises as it loads a 16-bit checkpoint: the plan's `quantization` (the
+# format its checkpoint still needs) -> the engine's --quantization value.
+#   vLLM: "Dynamic quantization of an original precision BF16/FP16 model to FP8 ... specifying
+#     --quantization="fp8"" (docs.vllm.ai/en/v0.5.4/quantization/fp8.html, "Online Dynamic
+#     Quantization"; `fp8` is still a --quantization choice in the recorded vLLM 0.33 help).
+#   SGLang: "To enable fp8 weight quantization, add --quantization fp8 on a fp16 checkpoint"
+#     (docs.sglang.io/docs/advanced_features/server_arguments).
+#   TensorRT-LLM: none; `trtllm-serve` reads the quantisation of a pre-quantised (NVIDIA ModelOpt)
+#     checkpoint, and its serve flags and LlmArgs keys recorded here have no on-load method.
+# No engine here quantises to int4/int8/nf4 as it loads (those need calibrated AWQ/GPTQ weights).
+ONLINE = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8"}, "trtllm": {}}
+
+
+def online_quantization(target: str, tool: str, plan: Plan) -> str | None:
+    """The engine's --quantization value for the plan, None when its checkpoint is already in the
+    plan's format; InputError when the checkpoint is not and the engine cannot quantise it as it
+    loads: the export would deploy another precision (more memory) than the plan sized."""
+    need = plan.quantization
+    if not need:
+        return None
+    method = ONLINE.get(target, {}).get(need)
+    if method is not None:
+        return method
+    raise _checkpoint_error(target, tool, plan, need, _how_to_get(need, target))
+
+
+def _how_to_get(fmt: str, target: str) -> Text:
+    """Where a checkpoint in `fmt` comes from, and the re-plan that needs none."""
+    if fmt == "fp8" and target == "trtllm":
+        return Text(" (one quantised with NVIDIA ModelOpt), or re-plan with --engine vllm, which quantises "
+                    "a 16-bit checkpoint to FP8 as it loads (--quantization fp8)",
+                    "（例如用 NVIDIA ModelOpt 量化的版本），或用 --engine vllm 重新规划（vLLM 加载时把 16 位"
+                    "检查点在线量化为 FP8，--quantization fp8）")
+    if fmt in ("int4", "int8"):
+        alt = "bf16" if target == "trtllm" else "fp8"
+        return Text(f" (an AWQ or GPTQ repo), or re-plan with --weights {alt}",
+                    f"（AWQ 或 GPTQ 版本），或用 --weights {alt} 重新规划")
+    return Text("", "")
+
+
+def _checkpoint_error(target: str, tool: str, plan: Plan, fmt: str, how: Text) -> InputError:
+    return not_for(target, plan,
+                   f"it was sized for {fmt} weights, but {plan.deploy_model} is not stored as {fmt} and "
+                   f"{tool} does not quantise to {fmt} as it loads, so the export would deploy another "
+                   f"precision than the plan sized. Pass a checkpoint of the model stored as {fmt} with "
+                   f"--deploy-model{how.en}.",
+                   f"方案按 {fmt} 权重估算，但 {plan.deploy_model} 不是 {fmt} 检查点，{tool} 加载时也不会"
+                   f"量化为 {fmt}，导出的配置会部署另一种精度（显存占用与方案不同）。请用 --deploy-model "
+                   f"指定该模型的 {fmt} 检查点{how.zh}。")
 
 
 def serving_notes(plan: Plan, vllm_sized: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwise.export._common import check_serving, serving_notes, shell_join
+from gpuwise.export._common import check_serving, online_quantization, serving_notes, shell_join
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -35,8 +35,9 @@ def launch_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:
         t += ["--kv-cache-dtype", _KV[plan.kv_dtype]]
     if plan.cpu_offload_gb > 0:  # whole GB per GPU (SGLang's cpu_offload_gb is an int), rounded up
         t += ["--cpu-offload-gb", str(math.ceil(plan.cpu_offload_gb))]
-    if plan.quantization:
-        t += ["--quantization", plan.quantization]
+    quant = online_quantization("sglang", "SGLang", plan)
+    if quant:
+        t += ["--quantization", quant]
     if plan.concurrency:  # per engine replica
         t += ["--max-running-requests", str(-(-plan.concurrency // plan.replicas))]
     if plan.max_num_batched_tokens:

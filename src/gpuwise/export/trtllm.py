@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.export import _yaml
-from gpuwise.export._common import check_serving, not_for, serving_notes, shell_join
+from gpuwise.export._common import check_serving, not_for, online_quantization, serving_notes, shell_join
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -25,6 +25,7 @@ _KV = {"fp8": "fp8", "fp8_e4m3": "fp8"}
 
 def _check(plan: Plan) -> None:
     check_serving("trtllm", "TensorRT-LLM", plan, tuple(_KV))
+    online_quantization("trtllm", "TensorRT-LLM", plan)  # refuses a checkpoint not in the plan's format
     if plan.cpu_offload_gb > 0:
         raise not_for("trtllm", plan, f"it keeps {plan.cpu_offload_gb:g} GiB of weights per GPU in CPU RAM; "
                       "TensorRT-LLM has no weight offload. Re-plan with more GPUs, lower-bit weights, or "

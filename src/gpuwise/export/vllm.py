@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpuwise.export._common import not_for, num, shell_join, stack_note
+from gpuwise.export._common import not_for, num, online_quantization, shell_join, stack_note
 from gpuwise.export._plan import Plan
 from gpuwise.textsafe import comment_line
 
@@ -58,10 +58,11 @@ def _check(plan: Plan) -> None:
 def _quantization(plan: Plan) -> str | None:
     """--quantization: the plan's online quantisation of a 16-bit checkpoint ("fp8": dynamic
     per-tensor FP8, vLLM FP8 docs). 4- and 8-bit integer weights need a quantised checkpoint
-    (vLLM 0.33 has no in-flight int4 method), which --deploy-model names."""
-    if plan.quantization and not _PREQUANT.search(plan.deploy_model):
-        return plan.quantization
-    return None
+    (vLLM 0.33 has no in-flight int4 method), which --deploy-model names: without one the export
+    is refused (export/_common.online_quantization) rather than deploying 16-bit weights."""
+    if plan.quantization and _PREQUANT.search(plan.deploy_model):
+        return None
+    return online_quantization("vllm", "vLLM", plan)
 
 
 def serve_tokens(plan: Plan, *, one_engine: bool = False) -> list[str]:

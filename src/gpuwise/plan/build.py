@@ -78,12 +78,15 @@ def _checkpoint(model: ModelArch, c: Candidate, choice: DeployChoices) -> tuple[
         return base, "fp8", [Text(
             f"{name} quantises the 16-bit checkpoint to FP8 as it loads it (--quantization fp8).",
             f"{name} 在加载时把 16 位检查点在线量化为 FP8（--quantization fp8）。")]
-    return base, None, [Text(
-        f"The plan assumes {fmt} weights but {base} is {native}: pass an AWQ/GPTQ {fmt} checkpoint "
-        f"of it with --deploy-model (e.g. search the hub for '{model.name} AWQ'); the export "
-        f"deploys {base} until then, which needs the memory of {native} weights.",
-        f"方案按 {fmt} 权重估算，但 {base} 是 {native}：请用 --deploy-model 指定其 AWQ/GPTQ {fmt} "
-        f"检查点（如在模型库搜索“{model.name} AWQ”）；在此之前导出的仍是 {base}，需要 {native} 权重的显存。")]
+    # `quantization` is the format the checkpoint still needs (plan/value.py): the exporters refuse
+    # it where their engine cannot quantise to it as it loads, instead of deploying {native} weights.
+    kind = "an AWQ/GPTQ " if fmt in ("int4", "int8") else "a "
+    return base, fmt, [Text(
+        f"The plan assumes {fmt} weights but {base} is {native}: pass {kind}{fmt} checkpoint of it "
+        f"with --deploy-model (e.g. search the hub for '{model.name} {fmt}'); until then the exports "
+        f"refuse, since {base} needs the memory of {native} weights.",
+        f"方案按 {fmt} 权重估算，但 {base} 是 {native}：请用 --deploy-model 指定其 {fmt} "
+        f"检查点（如在模型库搜索“{model.name} {fmt}”）；在此之前导出会被拒绝，因为 {base} 需要 {native} 权重的显存。")]
 
 
 def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, objective: str,

@@ -5,8 +5,10 @@ A `Plan` is built once from the winning candidate (`plan.build.plan_from_candida
 from its own JSON (`plan.load.plan_from_dict`). Counts never change meaning: `gpus_total` is every
 GPU of the deployment, `gpus_per_node` one machine's share, and for serving each of `replicas`
 independent engines holds `tp x pp` GPUs. `deploy_model` is the checkpoint the exports start, and
-`quantization` the engine's online quantisation of it (None when the checkpoint is already in
-`weights`). Exporters never reach back into the catalog: what they need of the card is here.
+`quantization` the format the checkpoint still needs to be in `weights` (None when it already is, or
+when `--deploy-model` names it): each exporter runs it as its engine's on-load quantisation (vLLM
+`--quantization fp8`) or refuses, never deploying another precision than the plan sized. Exporters
+never reach back into the catalog: what they need of the card is here.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Plan:
     offload: str = "none"
     cpu_offload_gb: float = 0.0  # GiB of weights per GPU kept in CPU RAM (vLLM --cpu-offload-gb)
     engine: str | None = None
-    quantization: str | None = None  # the engine's online quantisation (vLLM --quantization)
+    quantization: str | None = None  # the format the checkpoint still needs (module docstring)
     source: str = ""  # what the user named: a preset, an id, a file
     context: int | None = None
     concurrency: int | None = None  # users of the whole deployment
