@@ -191,9 +191,6 @@ def run_estimate(req: EstimateRequest) -> tuple[Estimate, Text | None]:
         from gpuwise.verify.calibration import load_calibration
 
         calibration = load_calibration(Path(req.calibration), d.card)  # refused unless this card's
-    if not 1 <= req.replicas <= 1024:
-        raise InputError(Text(f"--replicas must be between 1 and 1,024; got {req.replicas}.",
-                              f"--replicas 必须在 1 到 1,024 之间，实际为 {req.replicas}。"))
     offers = tuple(load_prices([req.prices_file])) if req.prices_file else None
     opts = CostOptions(provider=req.provider, billing=req.billing, train_tokens=req.train_tokens,
                        inter_node_gbps=req.inter_node_gbps, offers=offers)
