@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from gpuwise.catalog.cards import resolve_card
+from gpuwise.catalog.presets import find_preset
+from gpuwise.estimate import speed_train
 from gpuwise.estimate.links import allgather_seconds, card_rates
+from gpuwise.estimate.workload import Workload
 from gpuwise.service import EstimateRequest, estimate_json
 
 JOB: dict[str, Any] = {"model": "llama-3.1-8b", "gpus": 8, "tp": 8, "task": "pretrain", "seq_len": 8192,
@@ -40,3 +43,20 @@ def test_float8_tensorwise_under_torchtitan_tp_halves_the_all_gathers_only() -> 
     assert fp8 == pytest.approx(0.75 * bf16, rel=0.02)  # all-gathers 1 byte, reduce-scatters 2 (+ latencies)
     assert tp_total(card="h100-sxm", framework="megatron", float8=True) == pytest.approx(
         tp_total(card="h100-sxm", framework="megatron"))
+
+
+
+def test_float8_tp_copies_each_fp8_gathered_tensor_once_for_the_weight_gradient_gemm_and_nothing_else_does() -> None:
+    preset = find_preset("llama-3.1-8b")
+    assert preset is not None
+    r = card_rates(resolve_card("h100-sxm").card, gpus=8)
+
+    def transposes(framework: str, tp: int = 8) -> float:
+        w = Workload(task="pretrain", seq_len=8192, micro_batch=2, framework=framework, float8=True)
+        lay = speed_train._Layout(tp=tp, pp=1, dp=1, dp_local=1, micro_batches=1, tokens_mb=2 * 8192.0,
+                                  real_share=1.0)
+        return speed_train._float8_tp_transpose_seconds(preset.arch(), w, r, lay)
+    # attention and MLP inputs, wo's and w2's output gradients: all the micro-batch's tokens x hidden, r 1 + w 1 B
+    assert transposes("torchtitan") == pytest.approx(4 * 2 * 2 * 8192 * 4096 * 32 / r.mem_bw)
+    assert transposes("torchtitan", tp=1) == 0.0
+    assert transposes("megatron") == 0.0  # no FP8 all-gathers: the casts stay local

@@ -181,12 +181,29 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += n_dequant * p.linear / (lay.tp * lay.pp) * _table()["dequant_bytes_per_param"] / r.mem_bw
     if fp8:  # weights cast once per micro-batch for forward and backward
         mem += 2 * p.linear / (lay.tp * lay.pp) * _table()["float8_cast_bytes_per_element"] / r.mem_bw
+        mem += _float8_tp_transpose_seconds(model, w, r, lay)
     if w.task in ADAPTER_TASKS:
         mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
     mem += _cp_merge_seconds(model, d, r, lay, f["re_share"])
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
             "tp_total": tp_total, "tp_comm": tp_exposed, "attention": attention}
+
+
+def _float8_tp_transpose_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout) -> float:
+    """Float8 tensorwise under sequence-parallel TP with FP8 all-gathers (frameworks.toml tp_float8_allgather):
+    the tensors gathered in FP8 reach every rank whole (all the micro-batch's tokens, not 1/tp of them) in
+    the row-major layout of the all-gather, and each weight-gradient GEMM that reads one needs it
+    transposed: one copy of every gathered tensor per backward, unlike a local cast, which writes both
+    layouts at once ([training] float8_tp_transpose)."""
+    if lay.tp <= 1:
+        return 0.0
+    fw = find_framework(w.framework)
+    if not (fw.tp_sequence_parallel and fw.tp_float8_allgather):
+        return 0.0
+    t = _table()["float8_tp_transpose"]
+    moved = t["tensors_per_layer"] * t["bytes_per_element"] * lay.tokens_mb * model.hidden_size
+    return float(moved * model.num_layers / lay.pp / r.mem_bw)
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of the model; a LoRA plan asks it per configuration

@@ -25,9 +25,9 @@ __all__ = ["fp8_no_gain_share", "linear_shards", "roofline_slowdown"]
 def linear_shards(model: ModelArch, framework: str, tp: int, mlp_width: float) -> list[tuple[float, float, float]]:
     """(K, N, how many) of each linear one GPU multiplies by per step of the model: the attention
     projections and the dense MLP of every layer, split by TP (column-parallel N, row-parallel K), and
-    the output projection (vocabulary split by TP). Frameworks in [training_gemm_shape] fused_qkv run q, k
-    and v as one GEMM; the others as three. mlp_width: the dense MLP's width (0 for MoE layers, whose
-    experts run on their own routed tokens)."""
+    the output projection (vocabulary split by TP), always the last entry. Frameworks in
+    [training_gemm_shape] fused_qkv run q, k and v as one GEMM; the others as three. mlp_width: the dense
+    MLP's width (0 for MoE layers, whose experts run on their own routed tokens)."""
     h, q, kv = float(model.hidden_size), float(model.q_dim), float(model.kv_dim)
     layers = float(model.num_layers)
     shards: list[tuple[float, float, float]]
@@ -61,10 +61,17 @@ def roofline_slowdown(shards: list[tuple[float, float, float]], tokens: float, f
 
 
 def fp8_no_gain_share(shards: list[tuple[float, float, float]]) -> float:
-    """Share of the linear FLOPs (K x N x how many: the same tokens multiply every one) in GEMMs whose shape
-    is inside [training_gemm_shape] float8_tensorwise_no_gain: torchao's H100 measurements put Float8
-    tensorwise fwd + bwd at no faster than bf16 there, so those run at the bf16 rate."""
+    """Share of the linear FLOPs (K x N x how many: the same tokens multiply every one) that run at the bf16
+    rate under Float8: GEMMs whose shape is inside [training_gemm_shape] float8_tensorwise_no_gain (torchao's
+    H100 measurements put Float8 tensorwise fwd + bwd at no faster than bf16 there), and the output projection
+    (linear_shards' last entry), which the Float8 converters leave in bf16: torchtitan's
+    'module_filter_fn=lambda mod, fqn: fqn != "output"' (pytorch/torchtitan torchtitan/float8.py@9dec370
+    line 99) and, from its converter rework on, filter_fqns = ["output"] in every llama3 train config
+    (torchtitan/models/llama3/train_configs/llama3_8b.toml, llama3_70b.toml, llama3_405b.toml @820504e
+    [float8]); torchao's own example filters the last linear ('# don't convert the last module',
+    torchao/float8/README.md@6243040), as gpuwise's torchtitan export does (export/_fw_files.py)."""
     region = efficiency_table()["training_gemm_shape"]["float8_tensorwise_no_gain"]
+    *body, (ko, no, co) = shards
     total = sum(k * n * c for k, n, c in shards)
-    small = sum(k * n * c for k, n, c in shards if k <= region["in_max"] and n <= region["out_max"])
+    small = ko * no * co + sum(k * n * c for k, n, c in body if k <= region["in_max"] and n <= region["out_max"])
     return small / total if total else 0.0
