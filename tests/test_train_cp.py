@@ -97,3 +97,33 @@ def test_the_python_api_refuses_cp_that_does_not_divide_the_gpus() -> None:
         Deployment(card=card, gpus=8, tp=2, cp=3)
     assert "--cp" in err.value.message.en and "--cp" in err.value.message.zh
     assert Deployment(card=card, gpus=8, tp=2, cp=4).cp == 4
+
+
+def _cp_comm(**changes: object) -> dict[str, float]:
+    req = {**TITAN, "seq_len": 131072, "cp": 4, "cp_kind": "allgather", **changes}
+    return estimate_json(EstimateRequest(**req))["speed"]["communication_s"]
+
+
+def test_repeated_kv_heads_move_n_heads_wide_keys_and_values_under_context_parallelism() -> None:
+    """torchtitan 9dec370 repeats K/V to every query head before SDPA (model.py repeat_kv), so torch's
+    context_parallel gathers and passes 32 heads of Llama-3.1-8B's K/V, not its 8: 4x the bytes; torchtitan
+    0.2.2 hands SDPA the 8 heads (enable_gqa)."""
+    repeated, native = _cp_comm(), _cp_comm(framework="torchtitan")
+    assert repeated["cp_total"] == pytest.approx(4 * native["cp_total"], rel=0.02)  # link latency aside
+
+
+def test_the_last_gradient_pass_of_the_all_gather_ring_is_never_hidden() -> None:
+    """torch's ring backward waits on each step's fp32 dK/dV after the next step's block and on the last one
+    after the loop: at least that one pass is exposed per layer, however fast the link."""
+    comm = _cp_comm()
+    layers, kv = 32, 131072 // 4 * 4096 * 2.0  # bf16 K (repeated to 32 heads) of a rank's 32k tokens
+    assert comm["cp_exposed"] > 0
+    assert comm["cp_exposed"] >= layers * 2 * 2 * kv / (900e9 * 2)  # dK + dV in fp32 over at most NVLink 4's 900 GB/s
+    assert comm["cp_exposed"] < comm["cp_total"]
+
+
+def test_a_recomputed_forward_repeats_the_gather_only_where_sdpa_is_recomputed() -> None:
+    """Full checkpointing recomputes the attention and its all-gather; torchtitan's op SAC saves SDPA's
+    output, so its recompute runs no ring."""
+    full, sac = _cp_comm(), _cp_comm(grad_ckpt="op-sac")
+    assert sac["cp_total"] < full["cp_total"]

@@ -66,6 +66,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
     "pp_keeps_outputs": _F("bool"), "cp_loss_bf16": _F("bool"),
     "zero_deepspeed": _F("bool"), "tp_sequence_parallel": _F("bool"), "tp_float8_allgather": _F("bool"),
+    "sdpa_repeats_kv": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -158,6 +159,9 @@ class Framework:
     tp_sequence_parallel: bool = False
     # under Float8 tensorwise linears those all-gathers carry FP8 (torchao casts before the all-gather)
     tp_float8_allgather: bool = False
+    # the model code repeats K and V to every query head before SDPA (torchtitan's repeat_kv): context
+    # parallelism then gathers, passes and accumulates n_heads-wide K/V (speed_train._cp_kv_dim)
+    sdpa_repeats_kv: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 

@@ -184,7 +184,7 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += _float8_tp_transpose_seconds(model, w, r, lay)
     if w.task in ADAPTER_TASKS:
         mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
-    mem += _cp_merge_seconds(model, d, r, lay, f["re_share"])
+    mem += _cp_merge_seconds(model, w, d, r, lay)
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
             "tp_total": tp_total, "tp_comm": tp_exposed, "attention": attention}
@@ -263,32 +263,59 @@ def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     return (4 + 2 * re_share) * moe_layers * one
 
 
-def _cp_merge_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_share: float) -> float:
+def _cp_kv_dim(model: ModelArch, w: Workload) -> int:
+    """Width of the K and V that context parallelism moves and accumulates: the model's KV width, or the
+    query width where the model code repeats K/V to every query head before SDPA (frameworks.toml
+    sdpa_repeats_kv: torchtitan's repeat_kv), since torch's context_parallel works on SDPA's inputs."""
+    return model.q_dim if find_framework(w.framework).sdpa_repeats_kv else model.kv_dim
+
+
+def _cp_attention_shares(model: ModelArch, w: Workload) -> tuple[float, float]:
+    """(forward, recomputed forward) shares of a micro-batch's attention seconds (forward, backward and
+    recompute together): the ring runs inside SDPA, so a recomputed forward repeats it only where the
+    checkpointing policy recomputes SDPA (full, every-N, Megatron selective; not torchtitan's op SAC)."""
+    f = _flops_per_token(model, w, count_params(model))
+    total = f["attn"] + f["re_attn"]
+    if not total:
+        return 0.0, 0.0
+    fwd = f["attn"] / (1 + efficiency_table()["training_attention"]["backward_factor"][
+        "flash" if w.flash_attention else "eager"])
+    return fwd / total, f["re_attn"] / fwd
+
+
+def _cp_merge_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout) -> float:
     """torch context_parallel (cp_kind allgather) merges the cp partial results of each attention forward
     and accumulates its gradients in fp32, outside the kernel: memory-bound seconds of one micro-batch on
-    the slowest rank ([training_attention] cp_merge_bytes). The K/V elements are counted at the model's
-    kv width (a caller that repeats K/V to every head, as torchtitan's repeat_kv, moves more)."""
+    the slowest rank ([training_attention] cp_merge_bytes), again in each recomputed SDPA forward. The K/V
+    elements are counted at the width SDPA gets (_cp_kv_dim: repeated to every head under torchtitan's
+    repeat_kv)."""
     cp = d.cp
     if cp <= 1 or d.cp_kind != "allgather":
         return 0.0
     b = efficiency_table()["training_attention"]["cp_merge_bytes"]
     q = lay.tokens_mb * model.q_dim / lay.tp  # this rank's attention output elements, its TP heads
-    kv = 2 * lay.tokens_mb * model.kv_dim / lay.tp  # its K and V elements
+    kv = 2 * lay.tokens_mb * _cp_kv_dim(model, w) / lay.tp  # its K and V elements
     fwd = q * (b["merge_step"] * (cp - 1) + b["merge_once"]) + kv * b["kv_cat_step"] * (cp - 1)
     bwd = q * (b["grad_step"] * cp + b["grad_once"]) + kv * b["kv_grad_step"] * (cp - 1)
-    return float(model.num_layers / lay.pp * ((1 + re_share) * fwd + bwd) / r.mem_bw)
+    re_attn = _cp_attention_shares(model, w)[1]
+    return float(model.num_layers / lay.pp * ((1 + re_attn) * fwd + bwd) / r.mem_bw)
 
 
-def _cp_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_share: float, attention: float,
+def _cp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, attention: float,
                 nic_per_gpu: float) -> tuple[float, float]:
     """Context parallelism, one micro-batch on one rank: (total, exposed) seconds of moving keys and values
-    between the cp ranks of every layer, forward, backward and a recomputed forward. The cp ranks sit next
-    to the TP ranks (torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp], parallel_dims.py@9dec370;
-    Megatron's order tp-cp-ep-dp-pp): inside the node while tp x cp fits in it, else at the NIC's rate.
-    allgather (torch context_parallel, torch/distributed/tensor/experimental/_attention.py@0123248a): one
-      all-gather of cat(K, V) per attention forward, again in backward, and the fp32 dK/dV passed on at
-      each of the cp steps (_AllToAllRotater permute_tensor); the gather is waited on after the local
-      block's SDPA, so it hides under 1/cp of the attention at most;
+    between the cp ranks of every layer, forward, backward and a recomputed forward (where the policy
+    recomputes SDPA). K and V at the width SDPA gets (_cp_kv_dim). The cp ranks sit next to the TP ranks
+    (torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp], parallel_dims.py@9dec370; Megatron's order
+    tp-cp-ep-dp-pp): inside the node while tp x cp fits in it, else at the NIC's rate. `attention`: the
+    micro-batch's attention seconds, forward, backward and recompute; each of the cp blocks is 1/cp of it.
+    allgather (torch context_parallel, torch/distributed/tensor/experimental/_attention.py, release 2.6 as in
+      ROCm/pytorch's copy, _templated_ring_attention / _templated_ring_attention_backward): one all-gather
+      of cat(K, V) per attention forward, issued before the local block's SDPA and waited on at step 1, so
+      it hides under that block only (the recomputed forward the same); the backward's all-gather hides
+      under the local block's backward; the fp32 dK/dV of each of the cp steps is sent to the next rank
+      (_AllToAllRotater permute_tensor) and waited on after the next step's block, the last after the loop:
+      hidden under one block's backward each, the last exposed;
     ring (Transformer Engine / ring-flash-attention): cp - 1 passes of the local K/V forward, cp - 1 of
       K/V and cp - 1 of dK/dV (fp32 in ring-flash-attention) backward, each sent while the current block
       computes: hidden under the attention;
@@ -300,19 +327,26 @@ def _cp_seconds(model: ModelArch, d: Deployment, r: Rates, lay: _Layout, re_shar
         return 0.0, 0.0
     bw = r.link_busbw if lay.tp * cp <= d.gpus else min(r.link_busbw, nic_per_gpu)
     lat = r.link_latency
-    kv = lay.tokens_mb * model.kv_dim * 2.0 / lay.tp  # bf16 K (or V) of this rank's tokens, its TP heads
+    kv = lay.tokens_mb * _cp_kv_dim(model, w) * 2.0 / lay.tp  # bf16 K (or V) of this rank's tokens, its TP heads
     q = lay.tokens_mb * model.q_dim * 2.0 / lay.tp
     layers = model.num_layers / lay.pp
+    fwd_share, re_attn = _cp_attention_shares(model, w)
     if d.cp_kind == "allgather":
         gather = allgather_seconds(2 * kv * cp, cp, bw, lat)  # the whole sequence's K and V
-        total = layers * ((2 + re_share) * gather + cp * (lat + 2 * 2 * kv / bw))  # + fp32 dK/dV per step
-        return total, max(0.0, total - attention / cp)
+        dkv = lat + 2 * 2 * kv / bw  # fp32 dK and dV to the next rank, each step
+        fwd_block = attention * fwd_share / layers / cp  # one layer's local block, forward
+        bwd_block = fwd_block * efficiency_table()["training_attention"]["backward_factor"][
+            "flash" if w.flash_attention else "eager"]
+        total = layers * ((2 + re_attn) * gather + cp * dkv)
+        exposed = layers * ((1 + re_attn) * max(0.0, gather - fwd_block) + max(0.0, gather - bwd_block)
+                            + (cp - 1) * max(0.0, dkv - bwd_block) + dkv)
+        return total, exposed
     if d.cp_kind == "ring":
-        passes = (cp - 1) * ((1 + re_share) * 2 * kv + 2 * kv + 2 * 2 * kv)  # K/V fwd (+recompute), bwd; fp32 dK/dV
-        total = layers * ((cp - 1) * (3 + re_share) * lat + passes / bw)
+        passes = (cp - 1) * ((1 + re_attn) * 2 * kv + 2 * kv + 2 * 2 * kv)  # K/V fwd (+recompute), bwd; fp32 dK/dV
+        total = layers * ((cp - 1) * (3 + re_attn) * lat + passes / bw)
         return total, max(0.0, total - attention)
     moved = (2 * q + 2 * kv) * (cp - 1) / cp  # q, k, v in and the output back, per direction
-    total = layers * (2 + re_share) * (4 * lat + moved / bw)
+    total = layers * (2 + re_attn) * (4 * lat + moved / bw)
     return total, total
 
 
@@ -432,8 +466,7 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     ep_mb = _ep_seconds(model, w, d, r, lay, _flops_per_token(model, w, count_params(model))["re_share"],
                         inter_node_gbps / 8 * GB / max(1, d.gpus))
     busy_mb = mb["compute"] + mb["recompute"] + mb["memory_bound"]
-    cp_total, cp_mb = _cp_seconds(model, d, r, lay, _flops_per_token(model, w, count_params(model))["re_share"],
-                                  mb["attention"], inter_node_gbps / 8 * GB / max(1, d.gpus))
+    cp_total, cp_mb = _cp_seconds(model, w, d, r, lay, mb["attention"], inter_node_gbps / 8 * GB / max(1, d.gpus))
     stage_mb = busy_mb + mb["tp_comm"] + ep_mb + cp_mb
     bubble = (d.pp - 1) / d.virtual_stages * stage_mb if d.pp > 1 else 0.0  # interleaving: 1/v the bubble
     dp_total, per_mb = _dp_seconds(model, w, d, r, lay, inter_node_gbps)
