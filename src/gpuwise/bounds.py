@@ -201,9 +201,83 @@ def check_layers(pp: int, num_layers: int, model_name: str) -> None:
               f"--pp {pp} 的流水线级数超过了 {model_name} 的层数 {num_layers}。")
 
 
+# The closed word choices of a request (field -> flag), each a tuple the estimate library itself
+# accepts, so that a typo is refused here with close matches ("Did you mean 'lora'?") before the
+# library's own plainer check. `--grad-ckpt` also takes every-N (catalog.frameworks.is_grad_ckpt),
+# `--weights` any gguf:<TYPE> (its type checked by estimate.weights), a plan `auto`/`any` besides.
+CHOICE_FLAGS = {"task": "--task", "engine": "--engine", "offload": "--offload", "cp_kind": "--cp-kind",
+                "optimizer": "--optimizer", "loss": "--loss", "grad_ckpt": "--grad-ckpt", "hub": "--hub",
+                "weights": "--weights", "kv_dtype": "--kv-dtype"}
+
+
+def _choices(field: str, plan: bool) -> tuple[tuple[str, ...], bool]:
+    """A field's choices, and whether a value outside them may still be valid (every-N, gguf:TYPE)."""
+    from gpuwise.catalog.frameworks import LOSSES, OPTIMIZERS
+    from gpuwise.catalog.sources import HUBS
+    from gpuwise.estimate.constants import KV_BYTES
+    from gpuwise.estimate.weights import WEIGHT_FORMATS
+    from gpuwise.estimate.workload import CP_KINDS, ENGINES, OFFLOADS, TASKS
+
+    auto = ("auto",) if plan else ()
+    table: dict[str, tuple[str, ...]] = {
+        "task": TASKS, "engine": ENGINES, "offload": OFFLOADS, "cp_kind": CP_KINDS, "optimizer": OPTIMIZERS,
+        "loss": LOSSES, "grad_ckpt": ("none", "full", "selective", "op-sac", "every-N", *auto),
+        "hub": tuple(HUBS), "weights": (*WEIGHT_FORMATS, *(("any",) if plan else ())),
+        "kv_dtype": ("auto", *KV_BYTES)}
+    return table[field], field in ("grad_ckpt", "weights")
+
+
+def _pattern_ok(field: str, value: str) -> bool:
+    from gpuwise.catalog.frameworks import is_grad_ckpt
+
+    return is_grad_ckpt(value) if field == "grad_ckpt" else value.startswith("gguf:")
+
+
+def _unknown_value(kind: Text, value: str, choices: tuple[str, ...], command: str) -> InputError:
+    """errors.unknown_name's words and close matches, as the InputError a bad value of a request is
+    (an UnknownNameError is a catalog name: a card, a model, a provider)."""
+    from gpuwise.errors import unknown_name
+
+    err = unknown_name(kind, value, choices, command)
+    return InputError(err.message, hint=err.hint, suggestions=err.suggestions)
+
+
+def check_choices(req: Any) -> None:
+    """Each closed word choice of the request: an unknown one is an InputError quoting it, with close
+    matches in both languages and the help command that lists them."""
+    plan = hasattr(req, "objective")  # a PlanRequest: `auto` grad-ckpt, `any` weights
+    command = "gpuwise plan --help" if plan else "gpuwise estimate --help"
+    for field, flag in CHOICE_FLAGS.items():
+        value = getattr(req, field, None)
+        if not isinstance(value, str):
+            continue
+        choices, patterned = _choices(field, plan)
+        if value in choices or (patterned and _pattern_ok(field, value)):
+            continue
+        raise _unknown_value(Text(f"{flag} value", f"{flag} 取值"), value, choices, command)
+    _check_lora_targets(getattr(req, "lora_targets", None), command)
+
+
+def _check_lora_targets(value: object, command: str) -> None:
+    """--lora-targets: a comma list of LORA_TARGETS, or `all` / `all-linear` (service.build)."""
+    from gpuwise.estimate.workload import LORA_TARGETS
+
+    if not isinstance(value, str):
+        return
+    items = [t.strip() for t in value.split(",") if t.strip()]
+    if items in (["all"], ["all-linear"]):
+        return
+    for item in items:
+        if item not in LORA_TARGETS:
+            raise _unknown_value(Text("--lora-targets module", "--lora-targets 模块"), item,
+                                 (*LORA_TARGETS, "all"), command)
+
+
 def check_request(req: Any) -> None:
-    """The bounded fields of an EstimateRequest or PlanRequest, then their relations."""
+    """The bounded fields of an EstimateRequest or PlanRequest and their closed word choices, then
+    their relations."""
     check_fields(req)
+    check_choices(req)
     if hasattr(req, "tp"):
         check_parallelism(req.gpus, req.nodes, req.tp, req.pp)
         check_context_parallel(req.gpus * req.nodes, req.tp, req.pp, getattr(req, "cp", 1), req.seq_len,
@@ -216,5 +290,6 @@ def check_request(req: Any) -> None:
                   f"--output-tokens {output_tokens:,} 必须小于 --context {req.context:,}（上下文包含提示与输出）。")
 
 
-__all__ = ["BOUNDS", "TEXT_LIMITS", "Bound", "check_context_parallel", "check_fields", "check_layers",
-           "check_parallelism", "check_request", "check_text", "check_value", "out_of_range"]
+__all__ = ["BOUNDS", "CHOICE_FLAGS", "TEXT_LIMITS", "Bound", "check_choices", "check_context_parallel",
+           "check_fields", "check_layers", "check_parallelism", "check_request", "check_text", "check_value",
+           "out_of_range"]

@@ -106,14 +106,7 @@ def _check_plan(req: PlanRequest) -> None:
         if need not in ("ecc", "nvlink"):
             raise unknown_name(Text("--require value", "--require 取值"), need, ("ecc", "nvlink"),
                                "gpuwise plan --help")
-    if not 1 <= req.top <= 50:
-        raise InputError(Text("--top must be between 1 and 50.", "--top 必须在 1 到 50 之间。"))
-    counts: tuple[tuple[str, int | None], ...] = (("--replicas", req.replicas), ("--grad-accum", req.grad_accum),
-                                                  ("--global-batch", req.global_batch))
-    for name, count in counts:
-        if count is not None and not 1 <= count <= 1 << 20:
-            raise InputError(Text(f"{name} must be between 1 and {1 << 20:,}; got {count}.",
-                                  f"{name} 必须在 1 到 {1 << 20:,} 之间，实际为 {count}。"))
+    # --top, --replicas, --grad-accum and --global-batch are bounded in gpuwise.bounds (check_request, first)
     if req.global_batch is not None and req.grad_accum is not None:
         raise InputError(Text("Give --global-batch or --grad-accum, not both: the global batch is "
                               "micro-batch x accumulation x data-parallel GPUs.",
