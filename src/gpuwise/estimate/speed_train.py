@@ -309,8 +309,9 @@ def _cp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     (torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp], parallel_dims.py@9dec370; Megatron's order
     tp-cp-ep-dp-pp): inside the node while tp x cp fits in it, else at the NIC's rate. `attention`: the
     micro-batch's attention seconds, forward, backward and recompute; each of the cp blocks is 1/cp of it.
-    allgather (torch context_parallel, torch/distributed/tensor/experimental/_attention.py, release 2.6 as in
-      ROCm/pytorch's copy, _templated_ring_attention / _templated_ring_attention_backward): one all-gather
+    allgather (torch context_parallel, torch/distributed/tensor/experimental/_attention.py of Dec 2024, read in
+      ROCm/pytorch@10b22ea5's copy, whose 5729657180 side has set_rotate_method (pytorch#142093, 2024-12) and
+      no FlexAttention path; _templated_ring_attention / _templated_ring_attention_backward): one all-gather
       of cat(K, V) per attention forward, issued before the local block's SDPA and waited on at step 1, so
       it hides under that block only (the recomputed forward the same); the backward's all-gather hides
       under the local block's backward; the fp32 dK/dV of each of the cp steps is sent to the next rank
