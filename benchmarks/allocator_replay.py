@@ -11,41 +11,58 @@ or the request rounded up to 2 MiB (get_allocation_size), and nothing ever retur
 transformers 4.36's Trainer calls torch.cuda.empty_cache while training).
 
 Each step allocates and frees the loss's full-vocabulary tensors in the order the HF Trainer of
-transformers 4.36 runs them under accelerate's bf16 autocast and convert_outputs_to_fp32:
-- Qwen-1 (remote code modeling_qwen.py, bf16 lm_logits, its own shift): the bf16 logits, the shifted
-  contiguous copy, autocast's fp32 upcast for log_softmax and its fp32 output, accelerate's fp32 copy
-  of the outputs' logits, then nll's and log_softmax's fp32 gradients, the bf16 cast and the bf16
-  slice_backward zeros back to the head (`step`);
+transformers 4.36 runs them under accelerate's bf16 autocast and convert_outputs_to_fp32, at batch 1, where
+the shift `[..., :-1, :].contiguous()` is a view, not a copy (`step`'s docstring):
+- Qwen-1 (remote code modeling_qwen.py, bf16 lm_logits, its own shift): the bf16 logits, autocast's fp32
+  upcast for log_softmax and its fp32 output, accelerate's fp32 copy of the outputs' logits, then nll's and
+  log_softmax's fp32 gradients, the bf16 cast and the bf16 slice_backward zeros back to the head (`step`);
 - Llama (transformers 4.36 LlamaForCausalLM, `logits = logits.float()` before its shift; accelerate
-  leaves fp32 outputs as they are): the bf16 logits, the fp32 logits, the shifted copy and the
-  log-probs, then the two fp32 gradients, slice_backward's fp32 zeros and the bf16 cast (`llama_step`).
+  leaves fp32 outputs as they are): the bf16 logits, the fp32 logits and the log-probs, then the two fp32
+  gradients, slice_backward's fp32 zeros and the bf16 cast (`llama_step`).
 Lengths are drawn from a log-normal with the benchmark dataset's mean and spread (3,234 +- 2,547 qwen
 tokens, min 91, max 19,548, docs/source_en/LLM/Benchmark.md), samples over max_length dropped
 (truncation_strategy 'delete', swift/llm/utils/template.py@97e4d198b _encode), batch 1.
 
-What it shows (`python -m benchmarks.allocator_replay`, the second table): the replay is right about the
-shape, not the size. The benchmark's Qwen 1.8B, 7B and 14B LoRA rows, which meet the same lengths in the
-same order, reserve about the same bytes a logit beyond their weights (within 3 to 5 B a logit; their
-checkpointed activations, 0.4 to 3.4 GiB apart, sit in holes of the loss's segments: replayed with
-`with_layers` at the three models' shapes, the medians move by under 3 B a logit and stay equal across
-the models). But the measured 50, 51, 46, 36 and 29 B a logit (max_length 512 to 8192) sit at the 48th,
-38th, 2nd, 10th and 0th percentile of 40 draws (the 2048 row, on the whole dataset, is the cleanest:
-4096 and 8192 train on its first 1,000 rows, see `benchmark_lengths`): together a few in a million, and
-no closer with gamma or triangular length distributions of that mean and spread (all give medians of 60
-to 85 from 1,024 up). Something the replay leaves out keeps the real pool tighter, more so at long
-lengths, and it was not found: there is no eval or generate (dataset_test_ratio 0 gives
-evaluation_strategy NO, swift/llm/sft.py@97e4d198b), max_memory_reserved is read per device
-(swift/trainers/trainers.py:49), and ms-swift's compute_loss adds only an argmax over the outputs'
-logits. So gpuwise charges the replay's two-length lower bound, not its draws.
+Two runs of the same benchmark check it (`python -m benchmarks.allocator_replay`, per logit at max_length
+beyond gpuwise's bf16 weights line, so activations included):
+- Dec 2023 (docs/source/LLM/Benchmark.md@cfcb6726, run_single.py@cfcb6726: train_dataset_sample=1000,
+  truncation_strategy='truncation_left', so samples over max_length are cut to it, input_ids[-max_length:]):
+  the LoRA Max Length table, in MiB (`TRUNCATED_MIB`). Up to 2048, where most samples are cut to the cap,
+  Qwen 1.8B, 7B and 14B reserve 13.9-15.0, 15.6-16.2 and 17.4-19.5 B a logit: the replay's loss alone, 14.0
+  at one length (12.0 allocated; 16.0 before the batch-1 shift was made a view), plus their checkpointed
+  activations. At 4096 and 8192 (22 % and 5 % of samples cut to the cap) they reserve 23-25 and 28-29, at
+  the replay's 42nd and 20th percentile (medians 27 and 35).
+- Jan 2024 (Benchmark.md@97e4d198 onwards, the rows in validation/points: run_single.py@97e4d198 drops the
+  truncation, so 'delete', and trains on all 4,959 rows up to 2048). The three Qwen models, which meet the
+  same lengths in the same order, reserve about the same bytes a logit (within 3 to 5), as the replay says,
+  and at 512 and 1,024 as much as its medians (55th and 42nd percentile). But at 2048, 4096 and 8192 the
+  measured 46, 36 and 29 sit at the 5th, 10th and 0th percentile of 40 draws (medians 82, 66 and 59), and
+  no closer with gamma or triangular length distributions of that mean and spread, nor with log-normals of
+  a smaller mean (800 or 1,500 tokens: medians 55 to 75 at 1,024 and 2,048 over 1,500 samples).
+
+Why the replay cannot come down on these rows: every step keeps three fp32 full-vocabulary tensors alive at
+once (the log-probs log_softmax saves, nll_loss's gradient and log_softmax's), so a batch longer than every
+earlier one finds no cached block that large and takes three new segments, and the caching allocator never
+gives the older ones back (c10/cuda/CUDACachingAllocator.cpp, pytorch@001074d as stored, the same rule in
+torch 2.1: segments are freed only by release_cached_blocks, on the out-of-memory path or by empty_cache).
+The pool then grows by about 12 B a logit of each record (a batch longer than all before it): `record_sum`,
+the records' lengths summed over the longest, is about ln(n) for n lengths in random order, medians 4.6 to
+7.3 for the 40 to 1,850 samples the Jan 2024 runs keep, 1.0 to 2.8 for the Dec 2023 runs, whose cut samples
+put the longest length early. The Jan 2024 rows at 2048 to 8192 would need about 1.3 to 2.7. Nothing in
+ms-swift 1.x (swift/ at 97e4d198: no empty_cache, no PYTORCH_CUDA_ALLOC_CONF, no reset_peak_memory_stats),
+transformers 4.36.2's Trainer (free_memory once, before the loop; RandomSampler, group_by_length off) or
+accelerate 0.25 frees cached segments while training, and no eval or generate runs (dataset_test_ratio 0
+gives evaluation_strategy NO, swift/llm/sft.py@97e4d198b). The kept lengths look shorter than the log-normal
+says (Qwen-14B's 4.36 and 2.60 samples/s at 1,024 and 2,048 would be 3,300-3,500 tokens/s, over 90 % of the
+A100's bf16 peak at 6 x 14.2e9 FLOPs a token), but shorter lengths do not lower the record sum. So the
+cause is not found. gpuwise charges the two-length lower bound, not the draws, and takes no dataset length
+statistics: fed a log-normal of them, this model would be about twice the Jan 2024 rows at 2048 and up.
 
 Full fine-tuning (`--full`, `full_ft_peaks`: the weights, each parameter's gradient, AdamW's states and
-foreach sqrt around the same loss) makes it stranger. Qwen-1.8B's rows, 18.16, 18.62, 35.11 and 31.62
-GiB at max_length 512 to 4096, replay at medians of 17.5, 19.6, 31.8 and 53.2: the loss hides in the
-optimizer's freed blocks at 512 and 1,024, and the jump at 2048 that gpuwise misses (it charges 22.05)
-comes out of the replay, for any hidden size (1,536 to 2,560: 17 to 20 GiB beyond the model states at
-2048, 6 to 9 at 1,024), so it is the loss's own fragmentation at 2048. But for the LoRA rows at 2048,
-same lengths and order, the replay is 85 % above what they reserve beyond their weights, and for the
-full row at 4096 68 % above: no estimator either.
+foreach sqrt around the same loss): Qwen-1.8B's Jan 2024 rows, 18.16, 18.62, 35.11 and 31.62 GiB at
+max_length 512 to 4096, replay at medians of 17.5, 19.7, 31.3 and 52.6 over 6 draws: the loss hides in the
+optimizer's freed blocks at 512 and 1,024, the jump at 2048 (gpuwise charges 22.05) comes out of the loss's
+own fragmentation, and at 4096 the replay overshoots as on the LoRA rows.
 
 Run: python -m benchmarks.allocator_replay [--full]   (peaks in bytes per logit; --full: GiB)
 """
@@ -149,14 +166,20 @@ class Allocator:
 Step = Callable[[Allocator, int, int], None]
 
 
-def step(a: Allocator, s: int, v: int = VOCAB) -> None:
-    """One Qwen-1 micro-batch of length s: the loss's full-vocabulary tensors, in the order they live."""
+def step(a: Allocator, s: int, v: int = VOCAB, shift_copy: bool = False) -> None:
+    """One Qwen-1 micro-batch of length s: the loss's full-vocabulary tensors, in the order they live. At batch 1
+    the shift `lm_logits[..., :-1, :].contiguous()` copies nothing: dropping the last row of a [1, s, V] tensor
+    leaves it contiguous (c10/core/Contiguity.h _compute_contiguous skips size-1 dimensions) and contiguous()
+    returns self when it already is (aten/src/ATen/native/TensorProperties.cpp); torch 2.13 on CPU keeps the
+    data_ptr. The slice's backward still makes full-size zeros. `shift_copy`: the bf16 copy a batch of more
+    than one sample makes (its [b, s-1, V] slice is not contiguous)."""
     logits = a.malloc(2 * s * v)
-    shifted = a.malloc(2 * (s - 1) * v)
-    upcast = a.malloc(4 * (s - 1) * v)
+    shifted = a.malloc(2 * (s - 1) * v) if shift_copy else None
+    upcast = a.malloc(4 * (s - 1) * v)  # autocast's fp32 copy of the shifted tensor for cross_entropy
     logprobs = a.malloc(4 * (s - 1) * v)
     a.free(upcast)
-    a.free(shifted)
+    if shifted is not None:
+        a.free(shifted)
     outputs = a.malloc(4 * s * v)  # accelerate convert_outputs_to_fp32
     a.free(logits)
     a.free(outputs)  # compute_loss returns; backward starts
@@ -166,19 +189,18 @@ def step(a: Allocator, s: int, v: int = VOCAB) -> None:
     a.free(logprobs)
     cast_grad = a.malloc(2 * (s - 1) * v)
     a.free(lsm_grad)
-    head_grad = a.malloc(2 * s * v)
+    head_grad = a.malloc(2 * s * v)  # slice_backward's zeros
     a.free(cast_grad)
     a.free(head_grad)
 
 
 def llama_step(a: Allocator, s: int, v: int) -> None:
-    """One transformers 4.36 LlamaForCausalLM micro-batch of length s (logits.float() before the shift)."""
+    """One transformers 4.36 LlamaForCausalLM micro-batch of length s (logits.float() before the shift, which at
+    batch 1 is a view, as in `step`)."""
     logits = a.malloc(2 * s * v)
     upcast = a.malloc(4 * s * v)
     a.free(logits)
-    shifted = a.malloc(4 * (s - 1) * v)
     logprobs = a.malloc(4 * (s - 1) * v)
-    a.free(shifted)
     a.free(upcast)  # the fp32 outputs, dropped when compute_loss returns
     nll_grad = a.malloc(4 * (s - 1) * v)
     lsm_grad = a.malloc(4 * (s - 1) * v)
@@ -303,24 +325,53 @@ def peaks(lengths: Sequence[int], one_step: Step = step, v: int = VOCAB) -> tupl
     return a.peak_reserved / top, a.peak_allocated / top
 
 
+def truncated_lengths(max_length: int, seed: int) -> list[int]:
+    """The lengths one Dec 2023 run trained on (run_single.py@cfcb6726: train_dataset_sample=1000,
+    truncation_strategy='truncation_left'): the first 1,000 rows shuffled, each cut to max_length."""
+    rnd = random.Random(seed)
+    return [min(_draw(rnd), max_length) for _ in range(SUBSET_ROWS)]
+
+
+def record_sum(lengths: Sequence[int]) -> float:
+    """The lengths of the batches longer than every earlier one, summed, over the longest: each such batch
+    takes new segments for the loss's three fp32 tensors, about 12 B a logit of its own length."""
+    top = total = 0
+    for s in lengths:
+        if s > top:
+            total, top = total + s, s
+    return total / top
+
+
 # Benchmark.md@46922151 LoRA table, GPU Memory (GiB) by max_length: Qwen 1.8B, 7B, 14B chat.
 MEASURED_GIB = {512: (6.99, 18.01, 30.14), 1024: (10.71, 21.73, 34.43), 2048: (16.35, 27.74, 40.14),
                 4096: (23.80, 35.31, 47.95), 8192: (37.03, 48.41, 60.74)}
 QWEN_MODELS = ("Qwen--Qwen-1_8B-Chat", "Qwen--Qwen-7B-Chat", "Qwen--Qwen-14B-Chat")
+# Benchmark.md@cfcb6726 (Dec 2023, truncation_left) LoRA table, GPU Memory (MiB): Qwen 1.8B, 7B, 14B chat.
+TRUNCATED_MIB = {512: (4610, 15926, 28466), 1024: (5576, 17096, 29708), 2048: (7624, 19362, 32186),
+                 4096: (17324, 29264, 42098), 8192: (36620, 48560, 61412)}
 
 
-def measured_per_logit() -> dict[int, tuple[float, ...]]:
-    """Reserved beyond the bf16 weights (gpuwise's weights line), bytes per logit at max_length."""
+def _weights() -> list[float]:
+    """gpuwise's bf16 weights line of the three Qwen models, bytes."""
     from benchmarks.validation.table import ROOT
     from gpuwise.service import EstimateRequest, estimate_json
 
-    weights = []
+    out = []
     for name in QWEN_MODELS:
         est = estimate_json(EstimateRequest(model=str(ROOT / "validation/models" / name), card="a100-80gb-sxm",
                                             task="lora", framework="ms-swift-1", seq_len=512, micro_batch=1))
-        weights.append(next(i["bytes"] for i in est["memory"]["items"] if i["name"] == "weights"))
-    return {cap: tuple((g * 2**30 - w) / (cap * VOCAB) for g, w in zip(row, weights, strict=True))
-            for cap, row in MEASURED_GIB.items()}
+        out.append(next(i["bytes"] for i in est["memory"]["items"] if i["name"] == "weights"))
+    return out
+
+
+def measured_per_logit(table: dict[int, tuple[float, ...]] | None = None, unit: float = 2**30
+                       ) -> dict[int, tuple[float, ...]]:
+    """Reserved beyond the bf16 weights (gpuwise's weights line), bytes per logit at max_length; `table`
+    in `unit` bytes (default the Jan 2024 rows in GiB)."""
+    weights = _weights()
+    rows = MEASURED_GIB if table is None else table
+    return {cap: tuple((g * unit - w) / (cap * VOCAB) for g, w in zip(row, weights, strict=True))
+            for cap, row in rows.items()}
 
 
 def main() -> None:
@@ -329,13 +380,18 @@ def main() -> None:
         for seed in range(3):
             reserved, allocated = replay(max_length, samples, seed)
             print(f"| {max_length} | {samples} | {seed} | {reserved:.1f} | {allocated:.1f} |")
-    print("\n| max_length | measured B/logit (1.8B, 7B, 14B) | replay p10 / p50 / p90 | draws at or below |\n"
-          "|---|---|---|---|")
-    for cap, measured in measured_per_logit().items():
-        draws = sorted(peaks(benchmark_lengths(cap, seed))[0] for seed in range(40))
-        low = sum(d <= statistics.mean(measured) for d in draws) / len(draws)
-        shown = ", ".join(f"{m:.0f}" for m in measured)
-        print(f"| {cap} | {shown} | {draws[4]:.0f} / {statistics.median(draws):.0f} / {draws[35]:.0f} | {low:.0%} |")
+    for title, table, unit, lengths in (("Dec 2023, truncation_left", TRUNCATED_MIB, 2**20, truncated_lengths),
+                                        ("Jan 2024, delete", MEASURED_GIB, 2**30, benchmark_lengths)):
+        print(f"\n{title}\n| max_length | measured B/logit (1.8B, 7B, 14B) | replay p10 / p50 / p90 | draws at or "
+              "below | record sum p50 |\n|---|---|---|---|---|")
+        for cap, measured in measured_per_logit(table, unit).items():
+            runs = [lengths(cap, seed) for seed in range(40)]
+            draws = sorted(peaks(run)[0] * max(run) / cap for run in runs)  # per logit at max_length, as measured
+            low = sum(d <= statistics.mean(measured) for d in draws) / len(draws)
+            shown = ", ".join(f"{m:.1f}" for m in measured)
+            spread = f"{draws[4]:.0f} / {statistics.median(draws):.0f} / {draws[35]:.0f}"
+            records = statistics.median(record_sum(run) for run in runs)
+            print(f"| {cap} | {shown} | {spread} | {low:.0%} | {records:.1f} |")
 
 
 def main_full(seeds: int = 6) -> None:

@@ -13,8 +13,8 @@ logit beside the loss's 12): benchmarks/allocator_replay.py's Allocator over the
 2-3 times that. The one real log of such a run, ms-swift's own (docs/source_en/LLM/Self-cognition-best-practice.md
 @66d9cf4c0, 2024-06-07: Qwen2-7B-Instruct, LoRA ALL, alpaca-zh#500 + alpaca-en#500 + self-cognition#500,
 max_length 2048, batch 1, accum 16), reads "'memory(GiB)': 19.46" (max_memory_reserved, swift/trainers/mixin.py
-@66d9cf4c0 lines 513-548) from step 25 to 50: the replay with no extra copy brackets it, with one five of six
-draws lie above it. gpuwise keeps the lower bound (a request carries the longest sample, not the spread; the
+@66d9cf4c0 lines 513-548) from step 25 to 50: the replay with no extra copy brackets it (at its top), with one four of
+six draws lie above it. gpuwise keeps the lower bound (a request carries the longest sample, not the spread; the
 ms-swift-1 benchmark's long-document rows reserve less than the replay: benchmarks/allocator_replay.py's docstring).
 
 Run alone: .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_train_memory_msswift_chat_pool.py
@@ -79,12 +79,13 @@ def test_the_charged_variable_length_pool_is_a_lower_bound_of_the_replay_on_chat
 
 def test_the_docs_log_leaves_no_room_for_an_embedding_sized_copy() -> None:
     """19.46 GiB reserved at steps 25-50 (400-800 samples), less the bf16 weights (gpuwise's line: Qwen2-7B has
-    Qwen2.5-7B's shapes) and about 0.15 GiB of LoRA states, leaves 5.1 GiB: the six replayed loss pools (2.7 to
-    5.4 GiB, median 4.4) bracket it; with an extra bf16 embedding plus head (2 x 152,064 x 3,584 x 2 B = 2.03 GiB)
-    five of the six lie above it. Evidence against the copy, not proof: the log is one run in an unknown order."""
+    Qwen2.5-7B's shapes) and about 0.15 GiB of LoRA states, leaves 5.1 GiB: the six replayed loss pools (2.4 to
+    5.1 GiB, median 3.8; 2.7 to 5.4 before the replay's batch-1 shift became a view) bracket it; with an extra bf16
+    embedding plus head (2 x 152,064 x 3,584 x 2 B = 2.03 GiB) four of the six lie above it. Weak evidence against
+    the copy, not proof: the log is one run in an unknown order."""
     weights = _charged("qwen2.5-7b", 607)["weights"]
     pool_measured = 19.46 * GIB - weights - 0.15 * GIB
     draws = _pools(QUICK_START, 500, 800, QWEN_VOCAB)
     assert min(draws) < pool_measured < max(draws)
     copy = 2 * QWEN_VOCAB * QWEN_HIDDEN * 2
-    assert sum(d + copy > pool_measured for d in draws) >= 5
+    assert sum(d + copy > pool_measured for d in draws) >= 4
