@@ -177,6 +177,124 @@ HELP_ZH: dict[str, str] = {
     "Image/video models: linux | windows.": "图像/视频模型：linux | windows。",
 }
 
+# Help written in both languages inline ("How many GPUs you rented. 租用的 GPU 数量。") whose Chinese half
+# is shorter than its English: on a Chinese help page the whole of it in Chinese, keyed by the English
+# half (helpfmt._in_lang); help not listed here is shown with both halves, as written.
+INLINE_ZH: dict[str, str] = {
+    # command descriptions (the top of each help page)
+    "Size, speed, cost and verify GPU servers for AI work.":
+        "为 AI 任务选卡、估算显存、速度与成本，并验收 GPU 服务器。",
+    "Show a model's architecture: parameters, layers, KV bytes per token.":
+        "查看模型结构：参数量、层数、每 token 的 KV 字节数。",
+    "Memory per GPU, a fit verdict, speed and cost (and the nearest fixes when it does not fit).":
+        "估算每卡显存、是否放得下、速度与成本（放不下时给出最近的修改办法）。",
+    "Rank card x count x precision x parallelism, with a reason for every rejection.":
+        "按显卡 × 卡数 × 精度 × 并行方式给方案排名，并说明每个落选方案的原因。",
+    "Serve verify/fleet results for Prometheus to scrape (beside DCGM exporter).":
+        "把 verify/fleet 验收结果提供给 Prometheus 抓取（与 DCGM exporter 并列）。",
+    "Choose MIG profiles for inference services and pack them onto the fewest GPUs; print the nvidia-smi "
+    "lines, Kubernetes resources and a mig-parted config. Training is refused (use whole GPUs); MPS and "
+    "time-slicing are the alternatives for cards without MIG.":
+        "为推理服务选择 MIG 切片并装到最少的 GPU 上；输出 nvidia-smi 命令、Kubernetes 资源与 mig-parted "
+        "配置。不接受训练任务（请用整卡）；没有 MIG 的显卡可改用 MPS 或时间片。",
+    "Place a pipeline's models (LLM, embedder, reranker, diffusion components) onto N GPUs: per-GPU memory, "
+    "transfers between GPUs, the slowest stage's throughput, and the settings (device_map / .to('cuda:N'), "
+    "vLLM instances per GPU, ComfyUI-MultiGPU loaders).":
+        "把流水线中的多个模型（LLM、嵌入、重排、扩散组件）放到 N 张 GPU 上：每卡显存、卡间传输、最慢阶段的"
+        "吞吐，以及对应设置（device_map / .to('cuda:N')、每卡的 vLLM 实例、ComfyUI-MultiGPU 加载器）。",
+    "Run jobs that declare their GPU memory (or have gpuwise estimate it) on a Ray cluster, or print the "
+    "Kubernetes (HAMi) or `ray job submit` form.":
+        "按任务声明的显存（或由 gpuwise 估算）把任务提交到 Ray 集群运行，或输出 Kubernetes（HAMi）或 "
+        "`ray job submit` 形式。",
+    "Judge verify evidence from many nodes against the datasheet and against each other.":
+        "评判多个节点的验收数据：对照规格，并互相比较。",
+    "Run verify on every GPU node of a Ray cluster (one task per node, pinned), then judge the fleet.":
+        "在 Ray 集群的每个 GPU 节点上运行验收（每节点一个固定任务），再评判整个机群。",
+    # cards
+    "A card id, alias or nvidia-smi name (e.g. 4090, A100-SXM-80GB).":
+        "显卡 id、别名或 nvidia-smi 名称（如 4090、A100-SXM-80GB）。",
+    "Only cards with at least this many GB.": "只列显存不少于该值（GB）的卡。",
+    "Only cards with NVLink (SXM or bridge).": "只列带 NVLink 的卡（SXM 或桥接）。",
+    "nvidia, amd or huawei.": "厂商：nvidia、amd 或 huawei。",
+    "bandwidth, memory, bf16, fp8, name or price.": "排序方式：bandwidth、memory、bf16、fp8、name 或 price。",
+    "Extra card file (TOML), repeatable; overrides by id.": "额外的显卡数据文件（TOML），可重复；按 id 覆盖。",
+    "Extra price file (TOML), repeatable.": "额外的价格文件（TOML），可重复。",
+    # verify
+    "The card you rented, e.g. H100-SXM (default: recognised).": "租用的显卡型号，如 H100-SXM（默认：自动识别）。",
+    "Contract file (TOML), see docs/verify.md.": "合同文件（TOML），见 docs/verify.md。",
+    "Default: a 20 s all-GPU load window and short benchmarks (~1 min).":
+        "默认：所有 GPU 同时负载 20 秒并运行简短基准测试（约 1 分钟）。",
+    "A 5-minute all-GPU load window and larger benchmarks (~6-7 min).":
+        "所有 GPU 同时负载 5 分钟并运行更大的基准测试（约 6-7 分钟）。",
+    "No benchmarks: inventory, health and links only.": "不跑基准测试：只查清单、健康状态与互联。",
+    "Judge a saved raw JSON instead of this machine (no GPU needed).":
+        "评判已保存的原始 JSON，而不是本机（无需 GPU）。",
+    "Write the raw measurements as JSON.": "把原始测量数据保存为 JSON。",
+    "Write a report: report.md or report.html.": "生成报告：report.md 或 report.html。",
+    "Write the evidence bundle (raw.json, verdict.json, report.md/html, SHA256SUMS) into this folder.":
+        "把证据包（raw.json、verdict.json、report.md/html、SHA256SUMS）写入该目录。",
+    "Seconds of the sustained all-GPU load window (quick 20, full 300).":
+        "所有 GPU 持续负载的秒数（快速 20，完整 300）。",
+    # serve
+    "Plan worker processes in all (default: one per core), warmed before the server answers; estimates run "
+    "apart, in two processes of their own, never behind a plan.":
+        "方案计算进程总数（默认每核一个），服务开始应答前预热；估算在另外两个专用进程中运行，从不排在方案之后。",
+    "Server processes (event loops) in front of the plan workers (default 1: one queue for every worker; "
+    "more only if one loop cannot keep up).":
+        "方案计算进程前的服务进程（事件循环）数（默认 1：所有计算进程共用一个队列；只有一个循环跟不上时才加）。",
+    "Seconds a request may queue for a worker: one expected to queue longer is answered 503 with Retry-After "
+    "at once, one still queued then is answered so.":
+        "请求等待计算进程的秒数上限：预计等待更久的请求立即返回 503（带 Retry-After），到时仍在排队的也返回 503。",
+    "Seconds one request's work may run; past that it is 504 and its worker is replaced.":
+        "单个请求的计算时限（秒）；超时返回 504，并替换其计算进程。",
+    "Seconds a client has to send a whole request (slow clients are cut off).":
+        "客户端发送完整请求的时限（秒），过慢即断开。",
+    "Open connections per client address; idle ones are closed first.": "每个客户端地址的连接上限；先关闭空闲连接。",
+    # exporter
+    "Evidence files, or folders of them; re-read on every scrape.": "证据文件或其所在目录；每次抓取时重新读取。",
+    "TCP port (DCGM exporter uses 9400).": "TCP 端口（DCGM exporter 用 9400）。",
+    "Judge every node against this card (default: each node's recognised card).":
+        "按此显卡评判所有节点（默认：各节点自动识别的显卡）。",
+    # mig
+    "Services file (TOML): card = \"...\" and [[service]] rows with model, context, concurrency, optional "
+    "min_tokens_per_s / max_ttft_s / profile.":
+        "服务文件（TOML）：card = \"...\" 与若干 [[service]] 行（model、context、concurrency，可选 "
+        "min_tokens_per_s / max_ttft_s / profile）。",
+    "The MIG card (overrides the file's).": "MIG 显卡（覆盖文件中的设置）。",
+    "List the card's MIG profiles.": "列出该卡的 MIG 切片规格。",
+    # place, submit, inventory
+    "Pipeline file (TOML): [gpus] and [[stage]] rows.": "流水线文件（TOML）：[gpus] 与若干 [[stage]] 行。",
+    "Job files (TOML).": "任务文件（TOML）。",
+    "Ray cluster: HOST:PORT, ray://HOST:PORT or auto.": "Ray 集群地址：HOST:PORT、ray://HOST:PORT 或 auto。",
+    "Print instead of running: k8s (a Job with HAMi nvidia.com/gpumem) or ray (`ray job submit`).":
+        "只输出、不运行：k8s（带 HAMi nvidia.com/gpumem 的 Job）或 ray（`ray job submit`）。",
+    "Seconds to wait for the cluster to answer.": "等待集群应答的秒数。",
+    "Read the GPUs from saved verify evidence.": "从已保存的验收数据读取 GPU。",
+    "Or name the card...": "或指定显卡型号……",
+    "...and how many.": "……及其数量。",
+    # prices
+    "Only this provider.": "只列该价格来源。",
+    "CSV file: SkyPilot vms.csv, gpuhunt catalog or plain CSV.": "CSV 文件：SkyPilot vms.csv、gpuhunt 目录或普通 CSV。",
+    "auto, skypilot, gpuhunt, csv (default: from the header).":
+        "文件格式：auto、skypilot、gpuhunt、csv（默认按表头判断）。",
+    "Provider id for SkyPilot/gpuhunt rows, e.g. aws.": "SkyPilot/gpuhunt 行的价格来源 id，如 aws。",
+    "Currency (SkyPilot/gpuhunt: USD; plain CSV default: CNY).": "货币（SkyPilot/gpuhunt 为 USD；普通 CSV 默认 CNY）。",
+    "Date of the prices, YYYY-MM-DD (default: the file's date).": "价格日期，YYYY-MM-DD（默认：文件日期）。",
+    "TOML file to write (default: $GPUWISE_CONFIG_DIR/prices-<provider>.toml).":
+        "要写出的 TOML 文件（默认：$GPUWISE_CONFIG_DIR/prices-<provider>.toml）。",
+    "NAME=CARD: price the file's NAME as this card, e.g. H100=h100-pcie; repeatable.":
+        "NAME=CARD：把文件中的 NAME 按该显卡计价，如 H100=h100-pcie；可重复。",
+    # fleet
+    "Evidence files (`gpuwise verify --save`).": "证据文件（`gpuwise verify --save` 保存）。",
+    "Write the report as HTML.": "把报告写成 HTML。",
+    "Write the results in Prometheus text format.": "以 Prometheus 文本格式写出结果。",
+    "Longer benchmarks on each node.": "在每个节点上运行更长的基准测试。",
+    "Verify the nodes that have this Ray resource.": "只验收拥有该 Ray 资源的节点。",
+    "Recorded evidence per node instead of measuring (dry run).": "用每个节点已记录的数据代替测量（演练）。",
+    "Seconds for all nodes.": "所有节点合计的超时秒数。",
+    "Seconds to wait for the cluster.": "等待集群的秒数。",
+}
+
 # Click's and Typer's own words in a help page.
 HEADINGS_ZH = {"Usage": "用法", "Options": "选项", "Arguments": "参数", "Commands": "命令"}
 EXTRA_ZH = (("[default: ", "[默认："), ("[required]", "[必填]"))

@@ -93,7 +93,8 @@ def wrap_paragraphs(text: str, width: int, first: str = "", rest: str = "") -> l
 # The language of help pages: set once by the command line (gpuwise.cli.app.run) from --lang
 # or the locale. A help page in Chinese shows the Chinese of option help written in English
 # only (help_zh.HELP_ZH), each command's Chinese summary in a command list, and Click's
-# headings in Chinese; help that already carries both languages is shown as it is.
+# headings in Chinese; help written in both languages inline shows its Chinese only (the whole
+# of it from help_zh.INLINE_ZH where the inline Chinese is a shorter gloss).
 _LANG: list[str] = ["en"]
 SUMMARY_ZH: dict[str, str] = {}  # a command's English summary -> its Chinese one
 
@@ -112,6 +113,18 @@ def zh_part(text: str) -> str | None:
     return text[start:].strip() or None
 
 
+def in_chinese(text: str) -> str:
+    """A help text on a Chinese page: written in both languages inline, its whole Chinese
+    (help_zh.INLINE_ZH by its English half, else its Chinese half); else as it is."""
+    from gpuwise.cli.help_zh import INLINE_ZH
+
+    zh = zh_part(text)
+    if zh is None:
+        return text
+    english = text[:len(text.rstrip()) - len(zh)].strip()
+    return INLINE_ZH.get(" ".join(english.split()), zh)
+
+
 def _in_lang(desc: str) -> str:
     """An option's or command's help in the help page's language."""
     if _LANG[0] != "zh":
@@ -123,8 +136,10 @@ def _in_lang(desc: str) -> str:
     extra = sep.strip() + extra if sep else extra
     for en, zh in EXTRA_ZH:
         extra = extra.replace(en, zh)
-    if not has_cjk(base):  # help that carries its Chinese inline is shown as it is
+    if not has_cjk(base):
         base = HELP_ZH.get(base, SUMMARY_ZH.get(base, base))
+    else:  # help written in both languages: its Chinese only
+        base = in_chinese(base)
     return f"{base}  {extra}".strip() if extra else base
 
 
@@ -142,6 +157,8 @@ def _write_usage(self: Any, prog: str, args: str = "", prefix: str | None = None
 
 def _write_text(self: Any, text: str) -> None:
     indent = " " * self.current_indent
+    if _LANG[0] == "zh":
+        text = in_chinese(text)
     self.write("\n".join(wrap_paragraphs(text, self.width, indent, indent)) + "\n")
 
 

@@ -2,44 +2,26 @@
 for the explanation beside the numbers, each check on one line with its explanation under it.
 
 The checks carry their measured and expected values as numbers or short English words in a unit
-("8 GPUs", "on", "idle"); in Chinese the unit and the common words are said in Chinese here (the
-JSON keeps them as they are)."""
+("8 GPUs", "on", "idle"); in Chinese the unit and the common words are said in Chinese
+(gpuwise.verify.words, shared with the Markdown and HTML reports; the JSON keeps them as they are)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gpuwise.i18n import Lang, Text
+from gpuwise.verify.words import value_words
+
+__all__ = ["render", "value_words"]
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skipped": "dim",
          "incomplete": "bold magenta"}
-# A unit after a count: "8 GPUs" -> "8 块 GPU".
-_UNITS_ZH = {"GPUs": "块 GPU", "errors": "个错误", "processes": "个进程", "rows": "行", "links": "条链路",
-             "cores": "核", "nodes": "个节点", "Xids": "个 Xid"}
-# A measured or expected word that is not a name (driver, module or card names stay as they are).
-_WORDS_ZH = {"on": "开", "off": "关", "none": "无", "idle": "空闲", "verified": "已校验", "edited": "已改动",
-             "collected": "已采集", "OK": "正常", "correct": "正确", "wrong": "错误", "pending": "待处理",
-             "failure": "失败", "prohibited": "禁止", "default": "默认", "active": "已激活", "all": "全部",
-             "n/a": "不适用", "crashed": "崩溃", "completed": "已完成", "CUDA build": "CUDA 版",
-             "CUDA available": "CUDA 可用", "one version": "同一版本", "NV# every pair": "每对均为 NV#",
-             "NV# for every pair": "每对均为 NV#", "one NV# for every pair": "每对一条 NV#"}
 # Where the evidence came from and how long the run was (raw.Evidence source and mode).
 _HOW = {"fixture": Text("fixture", "样例数据"), "nvml": Text("nvml", "NVML 实测"),
         "nvidia-smi": Text("nvidia-smi", "nvidia-smi 数据"), "quick": Text("quick", "快速"),
         "full": Text("full", "完整"), "inventory": Text("inventory", "仅清单")}
 # Below this many cells the explanation column wraps a sentence into a tall thin block.
 MIN_DETAIL_CELLS = 32
-
-
-def value_words(value: Any, unit: str, lang: Lang) -> str:
-    """A check's measured or expected value with its unit, in the user's language."""
-    from gpuwise.verify.report import fmt_value
-
-    if lang != "zh":
-        return fmt_value(value, unit)
-    if isinstance(value, str):
-        value = _WORDS_ZH.get(value, value)
-    return fmt_value(value, _UNITS_ZH.get(unit, unit))
 
 
 def render(verdict: Any, lang: Lang) -> None:

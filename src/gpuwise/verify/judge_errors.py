@@ -39,16 +39,18 @@ def check_xid(cx: Context) -> CheckResult:
     fatal = [(i, e) for i, e in events if e.xid in rules["fail"]]
     shown = "; ".join(f"GPU{i} Xid {e.xid}" + (" (during load)" if e.during_load else "")
                       for i, e in (fatal or events)[:6])
+    shown_zh = "；".join(f"GPU{i} Xid {e.xid}" + ("（负载期间）" if e.during_load else "")
+                        for i, e in (fatal or events)[:6])
     if fatal:
         return CheckResult(name, "fail", shown, "none", "", Text(
             f"Hardware Xid errors: {shown}. These mean the GPU, its memory or its links failed: ask "
             "the provider to reset or replace the GPU (NVIDIA XID catalog, recommended actions).",
-            f"硬件类 Xid 错误：{shown}。表示 GPU、显存或链路出错：请服务商重置或更换 GPU"
+            f"硬件类 Xid 错误：{shown_zh}。表示 GPU、显存或链路出错：请服务商重置或更换 GPU"
             "（参见 NVIDIA XID 目录的建议处理）。"))
     return CheckResult(name, "warn", shown, "none", "", Text(
         f"Xid errors usually caused by an application: {shown}. Find which job ran then; if it was "
         "gpuwise's own benchmark, the GPU is suspect.",
-        f"通常由应用引起的 Xid 错误：{shown}。请查明当时运行的任务；若是 gpuwise 自身的测试，则该 GPU 可疑。"))
+        f"通常由应用引起的 Xid 错误：{shown_zh}。请查明当时运行的任务；若是 gpuwise 自身的测试，则该 GPU 可疑。"))
 
 
 def _counter_check(name: str, field: str, rule: str, label: Text,

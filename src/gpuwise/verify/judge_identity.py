@@ -93,7 +93,7 @@ def check_identity(cx: Context) -> CheckResult:
                                   "PCI 设备 ID 与 SM 数均无法比对。"))
     return CheckResult(name, "pass", card.id, card.id, "", Text(
         f"{' and '.join(t.en for t in seen)} match {card.id}.",
-        f"{'与'.join(t.zh for t in seen)}与 {card.id} 一致。"))
+        f"{'、'.join(t.zh for t in seen)} 与 {card.id} 一致。"))
 
 
 def _catalog() -> list[Any]:
@@ -167,6 +167,9 @@ def check_tenancy(cx: Context) -> CheckResult:
         f"没有隐藏的显存占用；计算模式为默认；虚拟化：{', '.join(how)}。"))
 
 
+_HOST_UNITS_ZH = {"cores": "核"}  # the Chinese of a host check's unit in its sentence (GB stays GB)
+
+
 def _host_check(name: str, field: str, term: str, scale: float, unit: str,
                 what: Text) -> Callable[[Context], CheckResult]:
     def check(cx: Context) -> CheckResult:
@@ -179,11 +182,12 @@ def _host_check(name: str, field: str, term: str, scale: float, unit: str,
                                                     "未读取，无法评判合同条款。"), unit)
             return skipped(name, what + Text(" not read.", "未读取。"), unit)
         shown = round(value / scale, 1)
+        zh_unit = _HOST_UNITS_ZH.get(unit, unit)
         if want is not None and value < float(want) * scale:
             return CheckResult(name, "fail", shown, f">= {want:g}", unit, what + Text(
-                f": {shown:g} {unit}, below the contract's {want:g}.", f"：{shown:g} {unit}，低于合同的 {want:g}。"))
+                f": {shown:g} {unit}, below the contract's {want:g}.", f"：{shown:g} {zh_unit}，低于合同的 {want:g}。"))
         return CheckResult(name, "pass", shown, f">= {want:g}" if want is not None else None, unit,
-                           what + Text(f": {shown:g} {unit}.", f"：{shown:g} {unit}。"))
+                           what + Text(f": {shown:g} {unit}.", f"：{shown:g} {zh_unit}。"))
 
     return check
 

@@ -128,7 +128,16 @@ def finish(result: CheckResult, what: Text, missing: list[tuple[int, str]],
     return CheckResult(result.name, "incomplete", result.measured, result.expected, result.unit,
                        Text(f"{what.en}: no result for {gpu_list([m[0] for m in missing])} "
                             f"(GPU{i}: {why}). ", f"{what.zh}：{gpu_list([m[0] for m in missing])} "
-                            f"没有结果（GPU{i}：{why}）。") + _NOT_RUN + Text(" ", " ") + result.detail)
+                            f"没有结果{_why_zh(i, why)}。") + _NOT_RUN + Text(" ", " ") + result.detail)
+
+
+def _why_zh(i: int, why: str) -> str:
+    """The Chinese of a missing result's reason: gpuwise's own words translated; a reason the probe
+    recorded (an exception's text, NVML's words) quoted as it is."""
+    if why == "no result":  # the GPU has no benchmark entry at all: 没有结果 says it already
+        return ""
+    number = re.match(r"(.*) is not a finite number >= 0$", why)
+    return f"（GPU{i}：{number.group(1)} 不是不小于 0 的有限数）" if number else f"（GPU{i}：{why}）"
 
 
 def _judge_ratio(name: str, who: Text, value: float, ref: float | None, floor: float | None,

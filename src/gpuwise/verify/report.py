@@ -11,6 +11,7 @@ from gpuwise.i18n import Lang, Text
 from gpuwise.verify.checks import GROUPS, CheckResult, group_of
 from gpuwise.verify.judge import Verdict
 from gpuwise.verify.nvml import is_na
+from gpuwise.verify.words import fmt_value, value_words
 
 __all__ = ["STATUS_WORDS", "fmt_value", "render_html", "render_markdown", "write_report"]
 
@@ -24,14 +25,6 @@ _HEAD = {
     "measured": Text("Measured", "实测"), "expected": Text("Expected", "期望"),
     "detail": Text("Detail", "说明"),
 }
-
-
-def fmt_value(value: Any, unit: str) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        value = f"{value:,.1f}".rstrip("0").rstrip(".")
-    return f"{value} {unit}".strip() if unit else str(value)
 
 
 def _title(v: Verdict, lang: Lang) -> str:
@@ -80,8 +73,8 @@ def render_markdown(v: Verdict, lang: Lang = "en") -> str:
         out += ["", f"## {GROUPS[group].render(lang)}", "", "| " + " | ".join(cols) + " |",
                 "|" + "---|" * len(cols)]
         for c in checks:
-            cells = [c.name, STATUS_WORDS[c.status].render(lang), fmt_value(c.measured, c.unit),
-                     fmt_value(c.expected, c.unit), c.detail.render(lang)]
+            cells = [c.name, STATUS_WORDS[c.status].render(lang), value_words(c.measured, c.unit, lang),
+                     value_words(c.expected, c.unit, lang), c.detail.render(lang)]
             out.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     topo = v.evidence.topology
     if not is_na(topo):
@@ -128,8 +121,8 @@ def render_html(v: Verdict, lang: Lang = "en") -> str:
         for c in checks:
             parts.append(
                 f"<tr><td>{e(c.name)}</td><td class=\"{c.status}\">"
-                f"{e(STATUS_WORDS[c.status].render(lang))}</td><td>{e(fmt_value(c.measured, c.unit))}"
-                f"</td><td>{e(fmt_value(c.expected, c.unit))}</td><td>{e(c.detail.render(lang))}</td></tr>")
+                f"{e(STATUS_WORDS[c.status].render(lang))}</td><td>{e(value_words(c.measured, c.unit, lang))}"
+                f"</td><td>{e(value_words(c.expected, c.unit, lang))}</td><td>{e(c.detail.render(lang))}</td></tr>")
         parts.append("</table>")
     topo = v.evidence.topology
     if not is_na(topo):
