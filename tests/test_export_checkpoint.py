@@ -78,3 +78,12 @@ def test_the_cli_refuses_an_fp8_trtllm_export_in_chinese_and_writes_nothing(
     out = capsys.readouterr()
     assert done.value.code != 0 and "trtllm-serve" not in out.out
     assert "--deploy-model" in out.err and "不是 fp8 检查点" in out.err
+
+
+def test_plan_s_emit_help_names_every_export_target() -> None:
+    from gpuwise.cli.app import command
+    from gpuwise.export import TARGETS
+
+    plan = command().commands["plan"]  # type: ignore[attr-defined]
+    text = next(p.help for p in plan.params if "--emit" in p.opts)
+    assert all(f"{t} " in text or text.endswith(t) for t in (*TARGETS, "framework")), text

@@ -398,8 +398,8 @@ def _render_detail(result: CardDetail, lang: Lang) -> None:
     table, _ = fit_table(console, columns, [r[:len(columns)] for r in rows], lang, title=f"{card.name} ({card.id})")
     console.print(table)
     console.print(LEGEND.render(lang), markup=False)
-    if card.notes:  # the data files' notes are English (cards.toml has no notes_zh)
-        say(console, Text("Notes: ", "说明：").render(lang) + safe(card.notes))
+    if card.notes:  # the data files' notes are English (cards.toml has no notes_zh): said so in Chinese
+        say(console, Text("Notes: ", "说明（英文原文）：").render(lang) + safe(card.notes))
     say(console, Text("Sources:", "来源：").render(lang))
     for source in card.sources:  # wrapped by cells, continuation indented under the text
         say(console, f"  - {safe(source)}", indent=4)

@@ -167,10 +167,10 @@ HELP_ZH: dict[str, str] = {
     "With --emit: export a saved plan instead of planning.": "配合 --emit：导出已保存的方案，而不重新选型。",
     "Also draw memory and cost-vs-throughput charts to out.png or out.svg (gpuwise[plot]).":
         "另把显存图与成本-吞吐图画到 out.png 或 out.svg（需 gpuwise[plot]）。",
-    "vllm | docker | framework (the training framework's own launch and config) | deepspeed | accelerate | "
-    "torchrun | skypilot | dstack | k8s | ray":
-        "导出：vllm | docker | framework（训练框架自己的启动命令与配置）| deepspeed | accelerate | "
-        "torchrun | skypilot | dstack | k8s | ray",
+    "vllm | sglang | trtllm | docker | framework (the training framework's own launch and config) | deepspeed | "
+    "accelerate | torchrun | skypilot | dstack | k8s | ray":
+        "导出：vllm | sglang | trtllm | docker | framework（训练框架自己的启动命令与配置）| deepspeed | "
+        "accelerate | torchrun | skypilot | dstack | k8s | ray",
     "Image/video models: guidance scale.": "图像/视频模型：引导系数。",
     "Image/video models: outputs per prompt.": "图像/视频模型：每个提示的输出数。",
     "Image/video models: one output every N seconds at most.": "图像/视频模型：每个输出最多 N 秒。",

@@ -274,8 +274,8 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--emit",
-                help="vllm | docker | framework (the training framework's own launch and config) | deepspeed | "
-                     "accelerate | torchrun | skypilot | dstack | k8s | ray",
+                help="vllm | sglang | trtllm | docker | framework (the training framework's own launch and config) | "
+                     "deepspeed | accelerate | torchrun | skypilot | dstack | k8s | ray",
             ),
         ] = None,
         hub: Annotated[str, typer.Option("--hub")] = "auto",
