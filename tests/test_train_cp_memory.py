@@ -11,6 +11,7 @@ Run alone: .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_train_cp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -58,7 +59,7 @@ def _replayed(cp: int, rank: int, heads: int, kv_heads: int) -> float:
 
 
 @pytest.mark.parametrize("cp", [2, 4, 8])
-@pytest.mark.parametrize("heads, kv_heads", [(32, 8), (8, 1)])
+@pytest.mark.parametrize("heads, kv_heads", [(32, 8), (8, 1), (32, 16), (8, 8)])
 def test_the_all_gather_ring_backward_adds_what_torch_allocates(cp: int, heads: int, kv_heads: int) -> None:
     arch = ModelArch(name="tiny-cp", model_type="llama", hidden_size=heads * HEAD_DIM, num_layers=1,
                      num_heads=heads, num_kv_heads=kv_heads, head_dim=HEAD_DIM, intermediate_size=64,
@@ -74,3 +75,18 @@ def test_the_gathered_keys_and_values_grow_with_the_whole_sequence() -> None:
     heads, kv_heads = 32, 8
     two, four = _replayed(2, 0, heads, kv_heads), _replayed(4, 0, heads, kv_heads)
     assert four - two == pytest.approx(4 * kv_heads * HEAD_DIM * 2, rel=0.01)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_keys_and_values_repeated_before_sdpa_are_gathered_at_the_query_width(cp: int) -> None:
+    """torchtitan 9dec370 repeats K/V to every query head before SDPA (frameworks.toml sdpa_repeats_kv), so
+    torch's context_parallel is handed, gathers and accumulates n_heads-wide K/V: replayed with K/V at 32
+    heads, the GQA model (8 KV heads) under torchtitan-2024-12 must match it."""
+    arch = ModelArch(name="tiny-cp", model_type="llama", hidden_size=32 * HEAD_DIM, num_layers=1, num_heads=32,
+                     num_kv_heads=8, head_dim=HEAD_DIM, intermediate_size=64, vocab_size=256, max_context=SEQ)
+    local = Workload(task="pretrain", framework="torchtitan-2024-12", seq_len=SEQ // cp)
+    modelled = cp_backward_transient(arch, local, cp, "allgather") / local.seq_len
+    measured = max(_replayed(cp, rank, 32, 32) for rank in (0, cp - 1))
+    assert modelled == pytest.approx(measured, rel=TOLERANCE)
+    plain = cp_backward_transient(arch, replace(local, framework="torchtitan"), cp, "allgather") / local.seq_len
+    assert plain < 0.8 * measured

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.frameworks import ckpt_every
+from gpuwise.catalog.frameworks import ckpt_every, find_framework
 from gpuwise.estimate.workload import Workload
 
 # torchtitan op-level SAC saves the outputs of aten.mm, SDPA and reduce-scatter, "except every second mm"
@@ -49,6 +49,18 @@ def _norm_bytes(model: ModelArch, w: Workload, sbh: float, trainable: bool) -> f
     return 4 * sbh + 4 * rows + (2 * sbh if trainable else 0.0)
 
 
+def sdpa_kv_dim(model: ModelArch, w: Workload) -> int:
+    """Width of the K and V that SDPA is handed, so saves for backward and context parallelism gathers:
+    the model's KV width, or the query width where the model code repeats K/V to every query head first
+    (frameworks.toml sdpa_repeats_kv; torchtitan 9dec370 torchtitan/models/llama/model.py lines 201-202,
+    repeat_kv = unsqueeze, expand, reshape: the reshape of the expanded tensor is a contiguous copy).
+    The un-repeated K/V are saved by nothing: the expand and the copy keep only sizes (torch
+    derivatives.yaml: expand's backward is sum_to_size, clone's the gradient itself) and RoPE's complex
+    multiply keeps only freqs_cis, which needs no gradient (tests/test_train_memory_repeat_kv.py measures
+    it under MemTracker: K and V at n_heads, nothing more)."""
+    return model.q_dim if find_framework(w.framework, w.task).sdpa_repeats_kv else model.kv_dim
+
+
 def _attention(model: ModelArch, w: Workload, index: int, sb: int) -> tuple[float, float]:
     """(saved by the attention block without its norm, the core-attention part of it)."""
     h = model.hidden_size
@@ -60,7 +72,8 @@ def _attention(model: ModelArch, w: Workload, index: int, sb: int) -> tuple[floa
         # latents: q_a and kv_a outputs go through their RMSNorm (fp32 copy, 4) and on into q_b / kv_b (2)
         latents = 6 * sb * (m.q_lora_rank + m.kv_lora_rank) + 2 * sb * m.qk_rope_head_dim
     else:
-        q, k, v, latents = model.q_dim, model.kv_dim, model.kv_dim, 0
+        q, latents = model.q_dim, 0
+        k = v = sdpa_kv_dim(model, w)  # as SDPA is handed them (repeated to the query heads: torchtitan 2024-12)
         out = q
     qkv_in = 2 * sb * h  # the normed input, saved once for q/k/v (or for their LoRA A matrices)
     sdpa = 2 * sb * (q + k + v) + 2 * sb * out  # SDPA keeps q, k, v after RoPE and its output (o_proj's input)
@@ -72,8 +85,8 @@ def _attention(model: ModelArch, w: Workload, index: int, sb: int) -> tuple[floa
         window = model.sliding_window if model.kinds[index] == "sliding" and model.sliding_window else w.seq_len
         core = 6.0 * model.num_heads * sb * min(w.seq_len, window)
     extra = 0.0
-    if model.qk_norm:  # per-head RMSNorm on q and k: their fp32 copies
-        extra += 4 * sb * (q + k)
+    if model.qk_norm:  # per-head RMSNorm on q and k: their fp32 copies (k before any repeat)
+        extra += 4 * sb * (q + (k if model.mla is not None else model.kv_dim))
     if model.attn_output_gate:  # sigmoid gate output and the gated product
         extra += 4 * sb * q
     return qkv_in + sdpa + core + latents + extra, core
@@ -119,7 +132,11 @@ def layer_saved(model: ModelArch, w: Workload, index: int, *, full_ft: bool) -> 
     # against torchtitan's 5.0-5.4 GiB compile saving (benchmarks/llama3_h100_202412_torchtitan.md)
     saved_mms = tuple(n for n in _OP_SAC_SAVED_MMS if not (w.compile and n == "down"))
     mms = sum(2.0 * sb * dims[name] for name in saved_mms)  # bf16 outputs, Float8 linears' too
-    # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs
+    # op-SAC: the layer input (checkpoint), SDPA's output and log-sum-exp, and the odd mm outputs. K/V
+    # repeated before SDPA are not among them: torchtitan 9dec370's _save_list (torchtitan/parallelisms/
+    # parallelize_llama.py lines 214-223: aten.mm, SDPA flash / efficient, reduce_scatter_tensor, abs, max)
+    # keeps SDPA's outputs, not its inputs, and the repeat's copy is recomputed with the rest of the layer
+    # (in `total`, hence in the one recomputed layer)
     op_sac = 2 * sbh + 2.0 * sb * model.q_dim + 4.0 * sb * model.num_heads + mms
     return LayerSaved(total=total, core_attention=core, op_sac=min(op_sac, total))
 
@@ -283,9 +300,10 @@ def cp_backward_transient(model: ModelArch, w: Workload, cp: int, kind: str) -> 
       key/value accumulated in fp32 (convert_to_f32: zeros_like(..., dtype=accum_dtype)), the load-balanced
       steps' _partial_update making a new fp32 copy beside the old (torch.cat of the chunks), the fp32 dK/dV
       passed on by the ALL_TO_ALL rotater (the cat sent and the permute_tensor received) and each step's bf16
-      gradients from the SDPA backward op: 10 q + 28 kv + 4 kv x cp at the peak, as replaying the function
-      itself under MemTracker on a fake process group measures it (tests/test_train_cp_memory.py, within 5 %
-      at 4 and 8 query heads per KV head);
+      gradients from the SDPA backward op: 4 kv x cp + max(10 q + 28 kv, 6 q + 38 kv) at the peak, as
+      replaying the function itself under MemTracker on a fake process group measures it
+      (tests/test_train_cp_memory.py, within 5 % at 1, 2, 4 and 8 query heads per KV head; the second
+      moment is the higher one below 2.5 query heads per KV head: MHA, or K/V repeated to the query heads);
     ring (ring-flash-attention ring_flash_attn.py ring_flash_attn_backward, the scheme of Megatron's
       Transformer Engine p2p CP and ms-swift's ring attention): the next K and V received (bf16: 4 kv),
       the block dq/dk/dv buffers (bf16: 2 (q + 2 kv)), dq/dk/dv accumulated in fp32 (4 (q + 2 kv)) and
@@ -294,14 +312,16 @@ def cp_backward_transient(model: ModelArch, w: Workload, cp: int, kind: str) -> 
       runs on the whole sequence for heads / cp, the same bytes as the local tokens' all heads, so what
       it saves is the rank's share; backward's all-to-alls write the gradients of q, k and v into new
       buffers beside the ones the attention backward made (2 (q + 2 kv)).
+    kv is the width SDPA is handed (sdpa_kv_dim): torch's context_parallel gathers, passes and accumulates
+    SDPA's own inputs, so K/V repeated to the query heads first (torchtitan 2024-12) count at q_dim.
     Flash / memory-efficient attention only (torch CP: 'CP only supports flash attention and memory
     efficient attention now')."""
     if cp <= 1:
         return 0.0
     tokens = float(w.seq_len * w.micro_batch)
-    q, kv = model.q_dim, model.kv_dim
+    q, kv = model.q_dim, sdpa_kv_dim(model, w)  # K/V as SDPA is handed them, repeated or not
     if kind == "allgather":
-        per_token = 4.0 * kv * cp + 10.0 * q + 28.0 * kv
+        per_token = 4.0 * kv * cp + max(10.0 * q + 28.0 * kv, 6.0 * q + 38.0 * kv)
     elif kind == "ring":
         per_token = 6.0 * q + 24.0 * kv
     else:
