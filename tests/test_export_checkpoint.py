@@ -87,3 +87,16 @@ def test_plan_s_emit_help_names_every_export_target() -> None:
     plan = command().commands["plan"]  # type: ignore[attr-defined]
     text = next(p.help for p in plan.params if "--emit" in p.opts)
     assert all(f"{t} " in text or text.endswith(t) for t in (*TARGETS, "framework")), text
+
+
+def test_the_web_page_says_why_a_config_is_missing_in_its_language() -> None:
+    from gpuwise.service_plan import plan_json
+    from gpuwise.web.labels import labels
+    from gpuwise.web.view import build_view, emit_configs
+
+    plan = plan_json(PlanRequest(model="llama-3.1-8b", weights="int4", cards="h100-sxm"))
+    configs = emit_configs(plan)
+    vllm = next(c for c in configs if c["target"] == "vllm")
+    assert vllm["text"] == "" and "int4" in vllm["refused"] and "检查点" in vllm["refused_zh"]
+    shown = build_view(plan, None, configs, "zh", labels("zh"))["configs"]
+    assert "int4" in next(c for c in shown if c["target"] == "vllm")["refused"]

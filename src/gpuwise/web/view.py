@@ -213,7 +213,9 @@ def plan_verdict(plan: dict[str, Any], lang: Lang, L: dict[str, str]) -> dict[st
 
 
 def emit_configs(plan: dict[str, Any]) -> list[dict[str, str]]:
-    """The top plan as vLLM / DeepSpeed / SkyPilot / Kubernetes text, where each applies."""
+    """The top plan as vLLM / DeepSpeed / SkyPilot / Kubernetes text, where each applies; a target
+    that refuses the plan (a checkpoint not in the plan's weight format, another engine's sizing)
+    gives its reason in both languages instead of text, so that the page says why it is missing."""
     plans = plan.get("plans") or []
     if not plans:
         return []
@@ -227,9 +229,16 @@ def emit_configs(plan: dict[str, Any]) -> list[dict[str, str]]:
     for target in (t for t in CONFIG_TARGETS if t in targets_for(plans[0])):
         try:
             out.append({"target": target, "text": emit(plans[0], target)})
-        except GpuwiseError:
-            continue
+        except GpuwiseError as err:
+            out.append({"target": target, "text": "", "refused": err.message.en, "refused_zh": err.message.zh})
     return out
+
+
+def _configs_in(configs: list[dict[str, str]], lang: Lang, L: dict[str, str]) -> list[dict[str, str]]:
+    """Each config with its refusal (if any) in the page's language and words (its flags named as the
+    form's fields, page_words)."""
+    return [{**c, "refused": page_words(c["refused_zh"] if lang == "zh" else c["refused"], L)}
+            if c.get("refused") else c for c in configs]
 
 
 def build_view(plan: dict[str, Any], est: dict[str, Any] | None, configs: list[dict[str, str]],
@@ -244,6 +253,6 @@ def build_view(plan: dict[str, Any], est: dict[str, Any] | None, configs: list[d
         "estimate": estimate_verdict(est, lang, L) if est is not None else None,
         "verdict": plan_verdict(plan, lang, L), "plans": plan_rows(plan, lang, L),
         "rejected": rejected_rows(plan, lang, L), "evaluated": plan.get("evaluated"),
-        "stage_advice": _zh(plan, "stage_advice", lang), "configs": configs,
+        "stage_advice": _zh(plan, "stage_advice", lang), "configs": _configs_in(configs, lang, L),
         "charts": {"memory": memory_chart(bars, L), "scatter": scatter(plan, L)},
     }
