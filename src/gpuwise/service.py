@@ -81,12 +81,15 @@ class EstimateRequest(PipelineShape):
     activation_offload: bool | None = None
     optimizer_in_backward: bool | None = None
     packing: bool | None = None
+    padding_free: bool | None = None  # a micro-batch's samples in one unpadded row (ms-swift --padding_free)
     compile: bool | None = None
     float8: bool | None = None
     flash_attention: bool = True
     zero: int | None = None  # training: None takes the --framework's multi-GPU sharding
     lora_rank: int = 16
     lora_targets: str = ",".join(LORA_TARGETS)
+    dora: bool = False  # LoRA as DoRA (PEFT use_dora)
+    modules_to_save: str = ""  # comma list of embed_tokens, lm_head trained in full beside LoRA
     nodes: int = 1
     allow_long_context: bool = False
     hub: str = "auto"
@@ -129,6 +132,11 @@ def train_knobs(req: Any, *, multi_gpu: bool, search_ckpt: bool = False) -> dict
     return {**knobs, "framework": fw.id, "framework_defaults": (*chosen, *defaults) if training else ()}
 
 
+def modules_to_save(value: str) -> tuple[str, ...]:
+    """--modules-to-save as written (commas or spaces, as ms-swift's --modules_to_save embed_tokens lm_head)."""
+    return tuple(m for m in value.replace(",", " ").split() if m)
+
+
 def train_zero(req: Any, framework_id: str) -> tuple[int, bool]:
     """--zero, or where it is not given and the GPUs data-parallel, the framework's own default
     sharding (frameworks.toml `sharding`: torchtune's and torchtitan's FSDP2 shard like ZeRO-3);
@@ -166,6 +174,7 @@ def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]
                  seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum,
                  flash_attention=req.flash_attention, lora_rank=req.lora_rank, lora_targets=targets,
+                 dora=req.dora, modules_to_save=modules_to_save(req.modules_to_save),
                  tp_overlap=req.tp_overlap, **knobs)
     d = Deployment(card=resolved.card, gpus=req.gpus, tp=req.tp, pp=req.pp,
                    engine=choose(req.engine, ENGINES, "--engine"),

@@ -58,7 +58,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "master_weights_full_sharded": _F("str", choices=("fp32", "none")),
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
-    "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True),
+    "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True), "padding_free": _F("bool"),
     "loss_in_place": _F("bool"),
     "compile": _F("bool", required=True), "flash_attention": _F("bool", required=True),
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
@@ -162,6 +162,9 @@ class Framework:
     # the model code repeats K and V to every query head before SDPA (torchtitan's repeat_kv): context
     # parallelism then gathers, passes and accumulates n_heads-wide K/V (speed_train._cp_kv_dim)
     sdpa_repeats_kv: bool = False
+    # a micro-batch's samples concatenated into one unpadded row (ms-swift --padding_free, TRL padding_free): the
+    # framework's default for --padding-free
+    padding_free: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
 
@@ -215,7 +218,7 @@ def find_framework(name: str, task: str = "") -> Framework:
 
 
 KNOBS = ("loss", "grad_ckpt", "activation_offload", "optimizer", "optimizer_in_backward", "packing",
-         "compile", "float8")
+         "padding_free", "compile", "float8")
 
 
 def resolve_knobs(fw: Framework, task: str, *, multi_gpu: bool,
@@ -234,8 +237,8 @@ def resolve_knobs(fw: Framework, task: str, *, multi_gpu: bool,
             in_bwd = fw.optimizer_in_backward_full_multi_gpu
     base: dict[str, Any] = {
         "loss": fw.loss, "grad_ckpt": ckpt, "activation_offload": fw.activation_offload,
-        "optimizer": optimizer, "optimizer_in_backward": in_bwd, "packing": fw.packing, "compile": fw.compile,
-        "float8": False,
+        "optimizer": optimizer, "optimizer_in_backward": in_bwd, "packing": fw.packing,
+        "padding_free": fw.padding_free, "compile": fw.compile, "float8": False,
     }
     chosen = {k: explicit[k] for k in KNOBS if explicit.get(k) is not None}
     return {**base, **chosen}, tuple(k for k in KNOBS if k not in chosen and k != "float8")

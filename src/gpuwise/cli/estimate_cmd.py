@@ -187,6 +187,13 @@ def register(app: typer.Typer) -> None:
         packing: Annotated[
             bool | None, typer.Option("--packing/--no-packing", help="Pack sequences to the full --seq-len.")
         ] = None,
+        padding_free: Annotated[
+            bool | None,
+            typer.Option("--padding-free/--no-padding-free",
+                         help="Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; "
+                              "ms-swift --padding_free, TRL padding_free). Sized at --micro-batch x --seq-len tokens, "
+                              "the most the row holds."),
+        ] = None,
         float8: Annotated[
             bool | None, typer.Option("--float8/--no-float8", help="Float8 training matmuls (Hopper, Ada, Blackwell).")
         ] = None,
@@ -199,6 +206,16 @@ def register(app: typer.Typer) -> None:
         lora_targets: Annotated[
             str, typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down or 'all'.")
         ] = "all",
+        dora: Annotated[
+            bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
+                                              "the merged weight's norm in every forward.")
+        ] = False,
+        modules_to_save: Annotated[
+            str,
+            typer.Option("--modules-to-save",
+                         help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
+                              "needed for new special tokens)."),
+        ] = "",
         nodes: Annotated[int, typer.Option("--nodes", help="Nodes (training).")] = 1,
         inter_node_gbps: Annotated[
             float | None,
@@ -285,8 +302,9 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch, grad_accum=grad_accum, replicas=replicas, prices_file=prices,
             framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, loss=loss,
             activation_offload=activation_offload, optimizer_in_backward=optimizer_in_backward,
-            compile=compile_, packing=packing, float8=float8, flash_attention=flash_attention, zero=zero,
-            lora_rank=lora_rank, lora_targets=lora_targets,
+            compile=compile_, packing=packing, padding_free=padding_free, float8=float8,
+            flash_attention=flash_attention, zero=zero,
+            lora_rank=lora_rank, lora_targets=lora_targets, dora=dora, modules_to_save=modules_to_save,
             nodes=nodes, allow_long_context=allow_long_context, hub=hub, cards_file=cards_file,
             calibration=calibration, provider=provider, billing=billing, train_tokens=tokens,
             inter_node_gbps=inter_node_gbps,

@@ -93,6 +93,15 @@ HELP_ZH: dict[str, str] = {
         "每个参数的梯度一就绪就更新该参数（不保留完整梯度缓冲）。",
     "torch.compile the model.": "用 torch.compile 编译模型。",
     "Pack sequences to the full --seq-len.": "把样本拼接到完整的 --seq-len。",
+    "Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; ms-swift --padding_free, "
+    "TRL padding_free). Sized at --micro-batch x --seq-len tokens, the most the row holds.":
+        "把一个微批的样本拼成一行、不做填充（flash-attention varlen；ms-swift --padding_free、TRL padding_free）。"
+        "按 --micro-batch × --seq-len 个 token 估算，即该行最多容纳的 token 数。",
+    "LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and the merged weight's norm in every forward.":
+        "以 DoRA 方式训练 LoRA（PEFT use_dora）：每个输出行一个可训练幅值，每次前向计算合并权重的范数。",
+    "Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; needed for new special "
+    "tokens).":
+        "逗号分隔的 embed_tokens,lm_head，在 LoRA 之外全量训练（PEFT modules_to_save；新增特殊 token 时需要）。",
     "Float8 training matmuls (Hopper, Ada, Blackwell).": "训练矩阵乘使用 Float8（Hopper、Ada、Blackwell）。",
     "ZeRO stage 0-3 (3 = FSDP). Default: the framework's multi-GPU sharding.":
         "ZeRO 阶段 0-3（3 = FSDP）。默认：所选框架多卡时的切分方式。",

@@ -125,7 +125,8 @@ def framework_dict(w: Workload, d: Deployment) -> dict[str, Any]:
     fw = find_framework(w.framework)
     knobs = {"loss": w.loss, "grad_ckpt": w.grad_ckpt, "activation_offload": w.activation_offload,
              "optimizer": w.optimizer, "optimizer_in_backward": w.optimizer_in_backward,
-             "packing": w.packing, "compile": w.compile, "float8": w.float8, "zero": d.zero}
+             "packing": w.packing, "padding_free": w.padding_free, "compile": w.compile, "float8": w.float8,
+             "zero": d.zero, "dora": w.dora, "modules_to_save": list(w.modules_to_save)}
     return {"id": fw.id, "name": fw.name, "version": fw.version, "launch": fw.launch,
             "knobs": knobs, "defaults_applied": list(w.framework_defaults),
             "chosen_by_default": "framework" in w.framework_defaults, "default_reason": fw.default_reason,

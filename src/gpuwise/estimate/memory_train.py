@@ -22,6 +22,7 @@ from gpuwise.estimate.activations import cp_backward_transient, kept_logits_byte
 from gpuwise.estimate.breakdown import HostMemory, Item, MemoryBreakdown, MemoryResult
 from gpuwise.estimate.constants import engine_constants
 from gpuwise.estimate.memory_infer import WHY_RUNTIME
+from gpuwise.estimate.peft_modules import dora_activations, dora_layers_kept, dora_magnitude_params, saved_module_params
 from gpuwise.estimate.train_pool import earlier_in_place_segments, earlier_loss_segments, in_place_loss, stream_pool
 from gpuwise.estimate.weights import weight_bytes
 from gpuwise.estimate.workload import Deployment, Workload
@@ -63,8 +64,10 @@ WHY = {
                     "sharded by ZeRO-3 and TP",
                     "计算权重（bf16；QLoRA 为 NF4 基座；框架保留 fp32 分片时为 FSDP2 fp32 分片），"
                     "由 ZeRO-3 与 TP 切分"),
-    "adapters": Text("LoRA adapters r x (d_in + d_out) per target module, in the framework's adapter dtype",
-                     "LoRA 适配器：每个目标模块 r × (d_in + d_out)，采用框架的适配器精度"),
+    "adapters": Text("LoRA adapters r x (d_in + d_out) per target module (DoRA: and a magnitude per output row), in "
+                     "the framework's adapter dtype; --modules-to-save: a bf16 copy of each module trained in full",
+                     "LoRA 适配器：每个目标模块 r × (d_in + d_out)（DoRA 另有每个输出行一个幅值），"
+                     "采用框架的适配器精度；--modules-to-save：每个全量训练模块的一份 bf16 副本"),
     "gradients": Text("gradients of the trainable parameters in the framework's grad dtype, sharded by ZeRO-2+; "
                       "optimizer-in-backward: one parameter's gradient at a time; FSDP full fine-tuning: plus, in "
                       "backward, one unit's unsharded gradient and the previous unit's reduce-scatter input",
@@ -155,6 +158,16 @@ def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> 
     else:
         states = _STATES[w.optimizer] * updated
     return Precision(param=param, grad=grad, master=master, optimizer=states)
+
+
+def _saved_precision(fw: Framework, w: Workload, d: Deployment, dp: int) -> Precision:
+    """Bytes per parameter of a --modules-to-save copy (estimate/peft_modules.py): bf16 like the model, bf16
+    gradients; torch AdamW's states in bf16, or under a DeepSpeed ZeRO stage its bf16 engine's fp32 master
+    and fp32 states (deepspeed/runtime/zero/stage_1_and_2.py@v0.16.5 line 401: the fp32 partition, .float())."""
+    deepspeed = (fw.zero_deepspeed or fw.sharding.startswith("zero")) and d.zero >= 1 and dp > 1
+    updated = 4.0 if deepspeed else 2.0
+    states = _8BIT_BYTES if w.optimizer in ("adamw8bit", "paged-adamw8bit") else _STATES[w.optimizer] * updated
+    return Precision(param=2.0, grad=2.0, master=4.0 if deepspeed else 0.0, optimizer=states)
 
 
 def _largest_tensor(model: ModelArch, w: Workload, peft: bool) -> float:
@@ -257,7 +270,9 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     peft = w.task in ("lora", "qlora")
     p = precision(fw, w, peft, sharded=d.zero > 0 and dp > 1)
     base_fmt = "nf4" if w.task == "qlora" else ("bf16" if w.weights in ("auto", "fp8") else w.weights)
-    trainable = lora_params(model, w.lora_rank, w.lora_targets) if peft else counts.total
+    trainable = lora_params(model, w.lora_rank, w.lora_targets) + dora_magnitude_params(model, w) if peft \
+        else counts.total
+    saved, sp = saved_module_params(model, w), _saved_precision(fw, w, d, dp)  # --modules-to-save copies
     base = weight_bytes(model, base_fmt).total if peft else counts.total * p.param
     if w.task == "qlora" and fw.qlora_fp32_upcast:  # the bf16 parts (embedding, head, norms) at 4 bytes
         base += 2.0 * (counts.embedding + counts.lm_head + counts.norms)
@@ -265,21 +280,24 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     held = held_share(counts, d.ep)
     weights = base / split * held(z3)
     trained = held if not peft else (lambda z: 1.0 / z)  # adapters are not expert-parallel
-    optimizer = trainable * (p.optimizer + p.master) / split * trained(z1)
+    optimizer = (trainable * (p.optimizer + p.master) + saved * (sp.optimizer + sp.master)) / split * trained(z1)
     paged = 0.0
     if w.optimizer == "paged-adamw8bit":  # bnb paged states: cudaMallocManaged, outside the PyTorch
-        paged = trainable * p.optimizer / split * trained(z1)  # allocator, paged to host RAM when the GPU is full
+        # allocator, paged to host RAM when the GPU is full
+        paged = (trainable * p.optimizer + saved * sp.optimizer) / split * trained(z1)
         optimizer -= paged
     # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     ds3 = _deepspeed_stage3(fw, w, d, dp)
     grad_bytes = p.param if ds3 else p.grad  # DeepSpeed ZeRO-3 keeps its gradient partitions in the model dtype
     host = HostMemory(cpu_ram=paged * d.gpus)
+    saved_grads = saved * sp.grad / split * trained(z2)  # every copy's gradient, also under optimizer-in-backward
     fsdp_grads = fw.sharding in ("fsdp", "fsdp2") and d.zero >= 2 and dp > 1 and not peft and d.offload == "none"
     rs_stream = grads * p.grad / split if fsdp_grads else 0.0  # the sharded gradients (see stream_pool)
     if d.offload != "none":  # the sharded gradients go down too (DeepSpeed offload_optimizer, FSDP2
         # CPUOffloadPolicy): the GPU keeps the gradient of the layer being reduced, unsharded
-        moved = optimizer + (weights if d.zero == 3 else 0.0) + grads * p.grad / split
+        moved = optimizer + (weights if d.zero == 3 else 0.0) + grads * p.grad / split + saved_grads
+        saved_grads = 0.0
         host = HostMemory(cpu_ram=host.cpu_ram + (moved * d.gpus if d.offload == "cpu" else 0.0),
                           nvme=moved * d.gpus if d.offload == "nvme" else 0.0)
         optimizer, weights = 0.0, weights if d.zero < 3 else 0.0
@@ -310,6 +328,8 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # only after that last chunk, so it is whole while the chunks are alive
     whole = d.zero == 3 and dp > 1 and w.loss == "chunked" or fsdp1_root
     head = 0.0 if peft else model.vocab_size * model.hidden_size * grad_bytes / split / (1 if whole else z2)
+    if peft and "lm_head" in w.modules_to_save:  # the trained copy of the head: its gradient, made in the loss
+        head = model.vocab_size * model.hidden_size * sp.grad / split / (1 if whole else z2)
     # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch below transformers 4.54, or on
     # torch < 2.8) makes one intermediate the size of the second moments of a parameter group,
     # exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), alive beside the states and gradients until the
@@ -317,15 +337,16 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # _multi_tensor_adamw, v2.1.2 line 576 to v2.6.0 line 668; torch/optim/adam.py _multi_tensor_adam,
     # which AdamW runs from v2.7: v2.7.1 line 729, v2.13 line 762)
     foreach = fw.optimizer_foreach and w.optimizer == "adamw" and not w.optimizer_in_backward and optimizer > 0
-    temp = trainable * p.optimizer / 2 / split * trained(z1) if foreach else 0.0
+    temp = (trainable * p.optimizer + saved * sp.optimizer) / 2 / split * trained(z1) if foreach else 0.0
     if ds3:  # one sub-group at a time: its gradients' fp32 copy, and the foreach intermediate of its states
         temp = min(_DS_SUB_GROUP, trainable / split * trained(z1)) * (4.0 + (p.optimizer / 2 if foreach else 0.0))
     # ZeRO-3 / FSDP shard the adapters with the rest of each layer's parameters (FSDP2 fully_shard and
     # FSDP1's flat parameter take every parameter of the wrapped layer, frozen or not; DeepSpeed stage 3
     # partitions all of them)
     reducing = _reducing(model, fw, w, tp, head / p.grad * split if whole else 0.0) if d.zero == 3 and dp > 1 else 0.0
-    return _States(weights=weights, adapters=trainable * p.param / split * trained(z3) if peft else 0.0,
-                   gradients=grads * grad_bytes / split, optimizer=optimizer, gather=gather,
+    adapters = (trainable * p.param + saved * sp.param) / split * trained(z3) if peft else 0.0
+    return _States(weights=weights, adapters=adapters,
+                   gradients=grads * grad_bytes / split + saved_grads, optimizer=optimizer, gather=gather,
                    host=host, head_grad=head, step_temp=temp, reducing=reducing, rs_stream=rs_stream)
 
 
@@ -387,6 +408,10 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     kept, recompute = acts.kept / tp, acts.recompute / tp  # TP + sequence parallel shard them (Korthikanti s.4.2.2)
     transient = (acts.backward_transient + _dequantized(model, w)
                  + cp_backward_transient(model, w, d.cp, d.cp_kind)) / tp  # heads and weights split by TP
+    dora = dora_activations(model, w, precision(fw, w, True).param)  # estimate/peft_modules.py
+    kept += dora.saved * dora_layers_kept(w, model.num_layers / d.pp) / tp
+    recompute += dora.saved / tp if w.grad_ckpt not in ("none", "selective") else 0.0  # the recomputed layer's
+    transient += dora.transient / tp  # the weight norm, in forward and again in the recomputed layer
     in_place = fw.loss_in_place and w.loss == "full" and not w.compile
     loss = in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
         loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
@@ -526,11 +551,21 @@ _POOL_AT_CARD = Text("The caching allocator's pool (reserved, what nvidia-smi sh
                      "必须放得下的是 allocated 峰值与 CUDA 上下文。")
 
 
+_PADDING_FREE = Text("--padding-free: each micro-batch is one row of its samples' real tokens, sized here at "
+                      "--micro-batch x --seq-len, the most it holds (the same tensors a padded batch of full-length "
+                      "samples makes). The peak follows the micro-batch with the most real tokens: where the samples "
+                      "are shorter, ask with --seq-len at that total divided by --micro-batch.",
+                      "--padding-free：每个微批是一行、只含各样本的真实 token，此处按 --micro-batch × --seq-len 估算，"
+                      "即该行最多容纳的量（与样本都满长时填充批次的张量相同）。峰值取决于真实 token 最多的那个微批："
+                      "样本较短时，请以该总数除以 --micro-batch 作为 --seq-len。")
+
+
 def _warnings(w: Workload) -> tuple[Text, ...]:
+    notes: tuple[Text, ...] = (_PADDING_FREE,) if w.padding_free and not w.packing else ()
     if w.optimizer == "paged-adamw8bit":
-        return (Text("Paged 8-bit AdamW keeps its states in CUDA unified memory (cudaMallocManaged), outside the "
-                     "PyTorch allocator: they are left out of the GPU peak and counted as host RAM, since the driver "
-                     "pages them out when the GPU is full (slower steps, not an OOM).",
-                     "分页 8-bit AdamW 的状态位于 CUDA 统一内存（cudaMallocManaged），不在 PyTorch 分配器内："
-                     "不计入显存峰值而计为主机内存，显存满时驱动会将其换出（变慢而非 OOM）。"),)
-    return ()
+        notes += (Text("Paged 8-bit AdamW keeps its states in CUDA unified memory (cudaMallocManaged), outside the "
+                       "PyTorch allocator: they are left out of the GPU peak and counted as host RAM, since the driver "
+                       "pages them out when the GPU is full (slower steps, not an OOM).",
+                       "分页 8-bit AdamW 的状态位于 CUDA 统一内存（cudaMallocManaged），不在 PyTorch 分配器内："
+                       "不计入显存峰值而计为主机内存，显存满时驱动会将其换出（变慢而非 OOM）。"),)
+    return notes

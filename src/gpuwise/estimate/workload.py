@@ -26,6 +26,9 @@ TASKS: tuple[Task, ...] = ("infer", "full", "lora", "qlora", "pretrain")
 ENGINES: tuple[Engine, ...] = ("vllm", "transformers", "llamacpp", "sglang", "trtllm")
 OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+# Modules trained in full beside the adapters (PEFT LoraConfig modules_to_save, ms-swift --modules_to_save):
+# the input embedding and the output projection, the two that new special tokens need trained
+MODULES_TO_SAVE = ("embed_tokens", "lm_head")
 MAX_TOKENS = 1 << 27
 C = TypeVar("C", bound=str)
 
@@ -63,6 +66,8 @@ class Workload:
     flash_attention: bool = True
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS
+    dora: bool = False  # DoRA (PEFT use_dora): a trained magnitude per output row, the merged weight's norm each step
+    modules_to_save: tuple[str, ...] = ()  # MODULES_TO_SAVE trained in full beside the adapters
     # How the training framework keeps its tensors (data/frameworks.toml gives the defaults;
     # `framework_defaults` names the knobs taken from it rather than from a flag).
     framework: str = "hf"
@@ -70,6 +75,9 @@ class Workload:
     activation_offload: bool = False
     optimizer_in_backward: bool = False
     packing: bool = False
+    # a micro-batch's samples concatenated into one unpadded row (flash-attention varlen): ms-swift --padding_free,
+    # TRL padding_free; the same collate as --packing (ms-swift sets padding_free under packing), without binning
+    padding_free: bool = False
     compile: bool = False
     float8: bool = False
     tp_overlap: bool = False  # TP collectives hidden under compute: Megatron --tp-comm-overlap, torchtitan AsyncTP
@@ -102,10 +110,33 @@ class Workload:
         if bad:
             _fail(f"Unknown --lora-targets {', '.join(bad)}: use {', '.join(LORA_TARGETS)}.",
                   f"未知的 --lora-targets {', '.join(bad)}：可用 {', '.join(LORA_TARGETS)}。")
+        self._check_peft_knobs()
         # worked out once (in the instance's __dict__, not a field: equality, `replace` and `asdict`
         # see only the fields): an estimate reads them tens of times, a plan thousands
         out = self.output_tokens or max(1, min(self.context // 4, 1024))
         self.__dict__["_lens"] = (out, self.context - out)
+
+    def _check_peft_knobs(self) -> None:
+        """--dora and --modules-to-save change a LoRA run; --padding-free needs flash attention's varlen kernels."""
+        from gpuwise.errors import unknown_name
+
+        for module in self.modules_to_save:
+            if module not in MODULES_TO_SAVE:
+                raise unknown_name(Text("--modules-to-save module", "--modules-to-save 模块"), module,
+                                   MODULES_TO_SAVE, "gpuwise estimate --help")
+        if len(set(self.modules_to_save)) != len(self.modules_to_save):
+            _fail(f"--modules-to-save names a module twice: {', '.join(self.modules_to_save)}.",
+                  f"--modules-to-save 重复列出了模块：{', '.join(self.modules_to_save)}。")
+        peft = self.task in ("lora", "qlora")
+        for flag, on in (("--dora", self.dora), ("--modules-to-save", bool(self.modules_to_save))):
+            if on and not peft:
+                _fail(f"{flag} belongs to LoRA: use --task lora or qlora (--task {self.task} trains every weight).",
+                      f"{flag} 属于 LoRA：请用 --task lora 或 qlora（--task {self.task} 训练全部权重）。")
+        if self.padding_free and not self.flash_attention:
+            _fail("--padding-free needs flash attention (its varlen kernels keep the samples of one row apart): "
+                  "drop --no-flash-attention.",
+                  "--padding-free 需要 flash attention（其 varlen 内核在同一行内区分各样本）："
+                  "请去掉 --no-flash-attention。")
 
     @property
     def is_training(self) -> bool:
