@@ -214,3 +214,30 @@ def test_modules_to_save_reads_commas_or_spaces_as_ms_swift_writes_them() -> Non
     spaces = estimate_json(EstimateRequest(**kw, modules_to_save="embed_tokens lm_head"))
     assert commas["memory"]["reserved_peak"] == spaces["memory"]["reserved_peak"]
     assert commas["framework"]["knobs"]["modules_to_save"] == ["embed_tokens", "lm_head"]
+
+
+def test_the_cli_and_its_fast_json_path_read_the_three_flags_alike() -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from gpuwise.cli import estimate_cmd
+    from gpuwise.cli.fast import parse
+
+    args = ["estimate", "qwen2.5-7b", "--card", "a100-80gb-sxm", "--task", "lora", "--framework", "ms-swift-3",
+            "--dora", "--padding-free", "--modules-to-save", "embed_tokens,lm_head", "--json"]
+    fast = parse(args[1:])
+    assert fast is not None
+    assert (fast["dora"], fast["padding_free"], fast["modules_to_save"]) == (True, True, "embed_tokens,lm_head")
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        """gpuwise (test shell)."""
+
+    estimate_cmd.register(app)
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    knobs = json.loads(out.output)["framework"]["knobs"]
+    assert (knobs["dora"], knobs["padding_free"], knobs["modules_to_save"]) == (True, True, ["embed_tokens", "lm_head"])
