@@ -100,3 +100,19 @@ def test_the_web_page_says_why_a_config_is_missing_in_its_language() -> None:
     assert vllm["text"] == "" and "int4" in vllm["refused"] and "检查点" in vllm["refused_zh"]
     shown = build_view(plan, None, configs, "zh", labels("zh"))["configs"]
     assert "int4" in next(c for c in shown if c["target"] == "vllm")["refused"]
+
+
+@pytest.mark.parametrize("target", ["framework", "accelerate", "torchrun"])
+def test_a_qlora_plan_run_by_the_user_s_script_says_to_load_the_base_in_4_bit(target: str) -> None:
+    import yaml
+
+    from tests.export_samples import TRAIN
+
+    qlora = make(TRAIN, gpus=1, parallelism__zero=0, parallelism__offload="none", workload__task="qlora",
+                 weights="nf4", workload__framework="hf")
+    text = emit(qlora, target)
+    assert 'load_in_4bit=True, bnb_4bit_quant_type="nf4"' in text and "Qwen/Qwen2.5-14B" in text
+    if target != "torchrun":
+        assert isinstance(yaml.safe_load(text), dict)  # the note is a comment of the YAML
+    lora = make(qlora, workload__task="lora", weights="bf16")
+    assert "BitsAndBytesConfig" not in emit(lora, target)

@@ -24,6 +24,7 @@ __all__ = [
     "not_for",
     "num",
     "online_quantization",
+    "script_base_note",
     "serve_image",
     "serving_notes",
     "shell_join",
@@ -172,6 +173,25 @@ def serving_notes(plan: Plan, vllm_sized: str) -> list[str]:
     if plan.engine == "vllm":
         out.insert(0, vllm_sized)
     return out
+
+
+# The base-weight loading a user's own training script must do for a plan sized on quantised base
+# weights (QLoRA): transformers' bitsandbytes integration, BitsAndBytesConfig(load_in_4bit=True,
+# bnb_4bit_quant_type="nf4") / (load_in_8bit=True) (huggingface.co/docs/transformers/quantization/
+# bitsandbytes); the QLoRA recipe computes in bf16 over NF4 storage (Dettmers et al. 2023, s.3).
+_SCRIPT_BASE = {"nf4": 'BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", '
+                       "bnb_4bit_compute_dtype=torch.bfloat16)",
+                "int8": "BitsAndBytesConfig(load_in_8bit=True)"}
+
+
+def script_base_note(plan: Plan) -> str | None:
+    """For a training plan on quantised base weights run by the user's script: how to load them,
+    since a 16-bit base would need several times the weight memory the plan sized."""
+    how = _SCRIPT_BASE.get(plan.weights) if plan.training else None
+    if how is None:
+        return None
+    return (f"The plan sizes {plan.task} on a base stored in {plan.weights}: load {plan.deploy_model} in your "
+            f"script with quantization_config={how}; a 16-bit base needs 2-4x the weight memory the plan sized.")
 
 
 def zero_stage(plan: Plan) -> int:

@@ -12,6 +12,7 @@ from gpuwise.export._common import (
     TRAIN_SCRIPT,
     Env,
     check_training,
+    script_base_note,
     shell_join,
     train_script,
     uses_deepspeed,
@@ -62,4 +63,7 @@ def emit(plan: Plan) -> str:
         notes.append("# Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
     if uses_deepspeed(plan):
         notes.append(f"# {DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
+    base = script_base_note(plan)
+    if base:
+        notes.append(f"# {comment_line(base)}")
     return "\n".join([*notes, shell_join(launch_tokens(plan))]) + "\n"
