@@ -241,3 +241,39 @@ def test_the_cli_and_its_fast_json_path_read_the_three_flags_alike() -> None:
     assert out.exit_code == 0, out.output
     knobs = json.loads(out.output)["framework"]["knobs"]
     assert (knobs["dora"], knobs["padding_free"], knobs["modules_to_save"]) == (True, True, ["embed_tokens", "lm_head"])
+
+
+def test_a_whole_peft_dora_step_grows_by_what_gpuwise_adds_with_and_without_checkpointing() -> None:
+    """transformers 4.47.1 LlamaForCausalLM + peft 0.13.2 (all-linear, dropout 0.05, fp32 adapters), forward and
+    backward, against the same step as plain LoRA."""
+    peft = pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    if peft.__version__ != "0.13.2":
+        pytest.skip(f"the DoRA tensors follow peft 0.13.2, not {peft.__version__}")
+    hidden, layers, inter, vocab, tokens = 256, 4, 1536, 4096, 256
+    arch = ModelArch(name="tiny", model_type="llama", hidden_size=hidden, num_layers=layers, num_heads=8,
+                     num_kv_heads=2, head_dim=32, intermediate_size=inter, vocab_size=vocab, max_context=4096)
+
+    def peak(dora: bool, ckpt: bool) -> int:
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
+                                          num_hidden_layers=layers, num_attention_heads=8, num_key_value_heads=2,
+                                          attn_implementation="sdpa", use_cache=False)
+        model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+        if ckpt:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+            model.enable_input_require_grads()
+        model = peft.get_peft_model(model, peft.LoraConfig(r=8, lora_alpha=32, target_modules="all-linear",
+                                                           use_dora=dora, lora_dropout=0.05)).train()
+        ids = torch.randint(0, vocab, (1, tokens))
+        with Live() as live:
+            model(input_ids=ids, labels=ids).loss.backward()
+        return live.peak
+
+    extra = dora_activations(arch, Workload(task="lora", dora=True, seq_len=tokens), adapter_bytes=4.0)
+    # no checkpointing: every layer keeps its DoRA tensors; the norm runs in forward, below that
+    assert peak(True, False) - peak(False, False) == pytest.approx(
+        layers * extra.saved + max(0.0, extra.transient - extra.saved), rel=0.05)
+    # checkpointing: one recomputed layer's, and the norm again beside it (an upper bound)
+    grown = peak(True, True) - peak(False, True)
+    assert 0.8 * (extra.saved + extra.transient) <= grown <= extra.saved + extra.transient

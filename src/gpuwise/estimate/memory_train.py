@@ -410,8 +410,10 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
                  + cp_backward_transient(model, w, d.cp, d.cp_kind)) / tp  # heads and weights split by TP
     dora = dora_activations(model, w, precision(fw, w, True).param)  # estimate/peft_modules.py
     kept += dora.saved * dora_layers_kept(w, model.num_layers / d.pp) / tp
-    recompute += dora.saved / tp if w.grad_ckpt not in ("none", "selective") else 0.0  # the recomputed layer's
-    transient += dora.transient / tp  # the weight norm, in forward and again in the recomputed layer
+    if w.grad_ckpt not in ("none", "selective"):  # the recomputed layer saves its own and runs the norm again
+        recompute, transient = recompute + dora.saved / tp, transient + dora.transient / tp
+    else:  # the norm runs in the forward only, before its layer saves anything: above the kept layers by the rest
+        transient += max(0.0, dora.transient - dora.saved) / tp
     in_place = fw.loss_in_place and w.loss == "full" and not w.compile
     loss = in_place_loss(model, w, fw.logits_fp32) / tp if in_place else \
         loss_bytes(model, w if fw.loss_compiled or not w.compile else replace(w, compile=False),
