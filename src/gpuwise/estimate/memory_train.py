@@ -161,13 +161,16 @@ def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> 
 
 
 def _saved_precision(fw: Framework, w: Workload, d: Deployment, dp: int) -> Precision:
-    """Bytes per parameter of a --modules-to-save copy (estimate/peft_modules.py): bf16 like the model, bf16
-    gradients; torch AdamW's states in bf16, or under a DeepSpeed ZeRO stage its bf16 engine's fp32 master
-    and fp32 states (deepspeed/runtime/zero/stage_1_and_2.py@v0.16.5 line 401: the fp32 partition, .float())."""
-    deepspeed = (fw.zero_deepspeed or fw.sharding.startswith("zero")) and d.zero >= 1 and dp > 1
-    updated = 4.0 if deepspeed else 2.0
-    states = _8BIT_BYTES if w.optimizer in ("adamw8bit", "paged-adamw8bit") else _STATES[w.optimizer] * updated
-    return Precision(param=2.0, grad=2.0, master=4.0 if deepspeed else 0.0, optimizer=states)
+    """Bytes per parameter of a --modules-to-save copy (estimate/peft_modules.py): a 16-bit weight trained in
+    full, so the framework treats it as it treats full fine-tuning's weights: the HF Trainer's torch AdamW
+    steps the bf16 copy with bf16 states (no master, bf16 gradients; checked with peft 0.13.2 on CPU), a
+    DeepSpeed ZeRO stage keeps an fp32 master and fp32 states (deepspeed/runtime/zero/stage_1_and_2.py@v0.16.5
+    line 401: the fp32 partition, .float()) and, at every stage, gradients in the model dtype (engine.py@v0.16.5
+    get_data_types, lines 1020-1024: grad_accum_dtype = the model dtype under zero_optimization)."""
+    full = replace(w, task="full", modules_to_save=(), dora=False)
+    p = precision(fw, full, False, sharded=d.zero > 0 and dp > 1)
+    deepspeed = (fw.zero_deepspeed or fw.sharding.startswith("zero")) and d.zero > 0 and dp > 1
+    return replace(p, grad=p.param) if deepspeed else p
 
 
 def _largest_tensor(model: ModelArch, w: Workload, peft: bool) -> float:
