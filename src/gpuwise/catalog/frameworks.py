@@ -64,7 +64,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "fused_elementwise": _F("bool"), "pp_unsharded_fsdp": _F("bool"), "qlora_fp32_upcast": _F("bool"),
     "optimizer_foreach": _F("bool"), "loss_compiled": _F("bool"), "variable_length_batches": _F("bool"),
     "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
-    "pp_keeps_outputs": _F("bool"), "cp_loss_bf16": _F("bool"),
+    "pp_keeps_outputs": _F("bool"), "pp_recv_buffers": _F("bool"), "cp_loss_bf16": _F("bool"),
     "zero_deepspeed": _F("bool"), "tp_sequence_parallel": _F("bool"), "tp_float8_allgather": _F("bool"),
     "sdpa_repeats_kv": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
@@ -148,6 +148,10 @@ class Framework:
     # ends, to merge and return them (torch.distributed.pipelining output_chunks; step(return_outputs=False)
     # drops them, torchtitan's since 2025-10)
     pp_keeps_outputs: bool = False
+    # pipeline parallelism: each stage keeps one receive buffer per micro-batch for its input (not the first
+    # stage) and for its output's gradient (not the last), made once and kept across steps
+    # (torch.distributed.pipelining PipelineStage _prepare_forward_infra / _create_grad_recv_info)
+    pp_recv_buffers: bool = False
     # under sequence parallelism (--cp) the trainer's own loss runs aten's cross-entropy on the model's bf16
     # logits, no fp32 upcast (ms-swift's loss_scale_sp_func); False: the framework's usual loss
     cp_loss_bf16: bool = False

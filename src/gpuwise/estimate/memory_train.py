@@ -434,6 +434,9 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     # Interleaved 1F1B (v model chunks per stage) warms up further, within the step's micro-batches.
     in_flight = _first_stage_in_flight(d.pp, d.virtual_stages, w.grad_accum) if d.pp > 1 else 1.0
     first_outputs, outputs = _kept_outputs(model, fw, w, tp) if d.pp > 1 else (0.0, 0.0)
+    if d.pp > 1 and fw.pp_recv_buffers:  # made once, kept across steps: no churn, like the kept outputs
+        first_recv, last_recv = _recv_buffers(model, fw, w, d, tp, in_flight)
+        first_outputs, outputs = first_outputs + first_recv, outputs + last_recv
     loss, named = loss + outputs, named + outputs
     context, cublas, nccl = _runtime()
     talking = d.gpus * d.nodes > 1
@@ -531,6 +534,28 @@ def _kept_outputs(model: ModelArch, fw: Framework, w: Workload, tp: int) -> tupl
     tokens = w.seq_len * w.micro_batch * w.grad_accum  # all the step's micro-batches
     logits = 2.0 * tokens * model.vocab_size
     return 2.0 * tokens * model.hidden_size / tp, logits / tp if fw.loss_parallel else logits
+
+
+def _recv_buffers(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int,
+                  in_flight: float) -> tuple[float, float]:
+    """(first rank, last rank): torch pipelining's receive buffers. PipelineStage makes one buffer per
+    micro-batch for the stage's input on every stage but the first (_prepare_forward_infra: 'for chunk_id in
+    range(num_microbatches): ... _make_tensor_from_meta(inp, self.device)') and one per micro-batch for its
+    output's gradient on every stage but the last (_prepare_backward_infra, one _create_grad_recv_info per
+    mb_index), at the first step, and keeps them in args_recv_info / grad_recv_info (pytorch/pytorch
+    torch/distributed/pipelining/stage.py@88fa1e71; _prepare_backward_infra's loop also in ROCm/pytorch@10b22ea5's
+    Dec 2024 copy; in torch 2.13 a two-rank gloo Schedule1F1B step of 4 micro-batches leaves 4 of each:
+    tests/test_train_memory_pp_recv.py). A
+    stage boundary is one micro-batch's hidden states, bf16, sequence-sharded under TP's sequence parallel.
+    An input buffer is also the first layer's checkpointed input while its micro-batch is in flight, which
+    `kept` already counts. A rank holds v stages (loop placement): the first rank's are stage 0 (gradients
+    only) and v - 1 later ones; the last rank's v - 1 earlier ones and the last stage (inputs only)."""
+    m, v = w.grad_accum, max(1, d.virtual_stages)
+    boundary = 2.0 * w.seq_len * w.micro_batch * model.hidden_size / (tp if fw.tp_sequence_parallel else 1)
+    first_inputs = (v - 1) * m - min((v - 1) * m, max(0.0, in_flight * v - m))  # chunk 0's forwards come first
+    first = boundary * (v * m + first_inputs)
+    last = boundary * ((v - 1) * m + v * m - 1)  # one micro-batch in flight (v > 1: more may be, an upper bound)
+    return first, last
 
 
 def _first_stage_in_flight(pp: int, v: int, micro_batches: int) -> float:
