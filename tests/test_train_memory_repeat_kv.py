@@ -193,3 +193,31 @@ def test_under_checkpointing_only_the_recomputed_layer_holds_the_repeated_keys_a
     a = saved_activations(TINY, _workload("torchtitan-2024-12", ckpt), full_ft=True, layers=LAYERS)
     b = saved_activations(TINY, _workload("torchtitan", ckpt), full_ft=True, layers=LAYERS)
     assert (a.kept, a.recompute - b.recompute) == (b.kept, one_layer)
+
+
+def _saved_storages(repeat: bool, compiled: bool) -> int:
+    """Bytes of the distinct storages autograd saves in one block's forward (inputs and weights left out)."""
+    torch.manual_seed(0)
+    block, freqs_cis = Block(repeat), _freqs()
+    run = torch.compile(block) if compiled else block
+    x = torch.randn(BATCH, SEQ, H, dtype=BF16, requires_grad=True)
+    run(x, freqs_cis).sum().backward()  # compiles forward and backward first
+    storages: dict[int, int] = {}
+
+    def pack(t: Any) -> Any:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run(x, freqs_cis)
+    outside = {x.untyped_storage().data_ptr(), freqs_cis.untyped_storage().data_ptr()}
+    outside |= {p.untyped_storage().data_ptr() for p in block.parameters()}
+    return sum(n for ptr, n in storages.items() if ptr not in outside)
+
+
+def test_under_torch_compile_the_partitioner_saves_the_repeated_keys_and_values_too() -> None:
+    """torchtitan compiles each TransformerBlock; SDPA stays an op inductor calls, so AOTAutograd's partitioner
+    saves its inputs as they are, repeated, rather than the un-repeated K/V (one block, CPU inductor)."""
+    one_layer = 2 * 2 * SEQ * BATCH * (TINY.q_dim - TINY.kv_dim)
+    assert _saved_storages(True, False) - _saved_storages(False, False) == one_layer
+    assert _saved_storages(True, True) - _saved_storages(False, True) == one_layer

@@ -57,7 +57,8 @@ def sdpa_kv_dim(model: ModelArch, w: Workload) -> int:
     The un-repeated K/V are saved by nothing: the expand and the copy keep only sizes (torch
     derivatives.yaml: expand's backward is sum_to_size, clone's the gradient itself) and RoPE's complex
     multiply keeps only freqs_cis, which needs no gradient (tests/test_train_memory_repeat_kv.py measures
-    it under MemTracker: K and V at n_heads, nothing more)."""
+    it under MemTracker: K and V at n_heads, nothing more; compiled, AOTAutograd's partitioner saves the
+    repeated ones too, SDPA being an op inductor calls with its inputs as they are)."""
     return model.q_dim if find_framework(w.framework, w.task).sdpa_repeats_kv else model.kv_dim
 
 
