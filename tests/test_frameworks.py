@@ -266,3 +266,16 @@ def test_without_zero_the_framework_shards_as_it_does_by_default() -> None:
     assert any("--gpus 8 --zero 3" in s for s in hf["suggestions"])  # shard the GPUs it already has
     one = estimate_json(EstimateRequest(model="llama-3.2-1b", card="h100-sxm", task="pretrain", framework="torchtitan"))
     assert one["framework"]["knobs"]["zero"] == 0 and "zero" not in one["framework"]["defaults_applied"]
+
+
+def test_an_inference_estimate_refuses_training_flags_it_would_drop() -> None:
+    from gpuwise.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090", zero=3, optimizer="adamw8bit"))
+    assert "--optimizer, --zero" in err.value.message.en and "--task infer" in err.value.message.en
+    assert "--optimizer、--zero" in err.value.message.zh
+    with pytest.raises(InputError) as dora:
+        estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090", dora=True))
+    assert "--dora" in dora.value.message.en
+    assert estimate_json(EstimateRequest(model="qwen2.5-7b", card="rtx-4090"))["fits"]  # defaults pass

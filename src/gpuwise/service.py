@@ -151,11 +151,32 @@ def train_zero(req: Any, framework_id: str) -> tuple[int, bool]:
     return SHARDING_ZERO[find_framework(framework_id).sharding], True
 
 
+def refuse_training_flags(req: EstimateRequest) -> None:
+    """An inference estimate given training flags would drop them without a word: say so instead."""
+    given = [flag for flag, on in (
+        ("--framework", req.framework.strip().lower() != "auto"), ("--optimizer", req.optimizer is not None),
+        ("--grad-ckpt", req.grad_ckpt is not None), ("--loss", req.loss is not None),
+        ("--activation-offload", req.activation_offload is not None),
+        ("--optimizer-in-backward", req.optimizer_in_backward is not None), ("--packing", req.packing is not None),
+        ("--compile", req.compile is not None), ("--float8", req.float8 is not None), ("--zero", req.zero is not None),
+        ("--padding-free", req.padding_free is not None), ("--dora", req.dora),
+        ("--modules-to-save", bool(req.modules_to_save.strip())), ("--micro-batch", req.micro_batch != 1),
+        ("--grad-accum", req.grad_accum != 1), ("--virtual-stages", req.virtual_stages != 1),
+        ("--tp-overlap", req.tp_overlap)) if on]
+    if given:
+        en = f"{', '.join(given)}: training only; an inference estimate (--task infer) would ignore them."
+        raise InputError(Text(en, f"{'、'.join(given)} 仅用于训练；当前是推理估算（--task infer），会忽略它们。"),
+                         hint=Text("Drop them, or pick a training --task (lora, qlora, full, pretrain).",
+                                   "去掉这些参数，或选择训练类 --task（lora、qlora、full、pretrain）。"))
+
+
 def build(req: EstimateRequest) -> tuple[Any, Workload, Deployment, Text | None]:
     """Resolve names and validate values into the estimate's inputs."""
     from gpuwise.bounds import check_layers, check_request
 
     check_request(req)  # every number within its bound (gpuwise.bounds), tp x pp within the GPUs
+    if req.task == "infer":
+        refuse_training_flags(req)
     hub = checked_hub(req.hub)
     catalog = load_cards([Path(req.cards_file)] if req.cards_file else [])
     resolved = resolve_card(req.card, catalog)

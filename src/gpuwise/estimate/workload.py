@@ -130,8 +130,10 @@ class Workload:
         peft = self.task in ("lora", "qlora")
         for flag, on in (("--dora", self.dora), ("--modules-to-save", bool(self.modules_to_save))):
             if on and not peft:
-                _fail(f"{flag} belongs to LoRA: use --task lora or qlora (--task {self.task} trains every weight).",
-                      f"{flag} 属于 LoRA：请用 --task lora 或 qlora（--task {self.task} 训练全部权重）。")
+                why = ("serves the model, training nothing", "只做推理，不训练") if self.task == "infer" else \
+                    ("trains every weight", "训练全部权重")
+                _fail(f"{flag} belongs to LoRA: use --task lora or qlora (--task {self.task} {why[0]}).",
+                      f"{flag} 属于 LoRA：请用 --task lora 或 qlora（--task {self.task} {why[1]}）。")
         if self.padding_free and not self.flash_attention:
             _fail("--padding-free needs flash attention (its varlen kernels keep the samples of one row apart): "
                   "drop --no-flash-attention.",
