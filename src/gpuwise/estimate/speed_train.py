@@ -64,7 +64,11 @@ def _layout(w: Workload, d: Deployment) -> _Layout:
     tp, pp = d.tp or 1, d.pp
     dp_local = max(1, d.gpus // (tp * pp))
     dp = max(1, d.gpus * d.nodes // (tp * pp))
-    pad = 0.0 if w.packing or w.task == "pretrain" else _table()["unpacked_pad_max"] * (1 - 1 / w.micro_batch)
+    # --padding-free computes only the real tokens, as --packing does: ms-swift v3.8.0 concatenates the batch
+    # into one row without pad tokens (swift/llm/template/base.py _data_collator lines 1622-1634); sized, as
+    # memory_train sizes it, at micro-batch x seq-len real tokens
+    unpadded = w.packing or w.padding_free or w.task == "pretrain"
+    pad = 0.0 if unpadded else _table()["unpacked_pad_max"] * (1 - 1 / w.micro_batch)
     # context parallelism: a rank computes seq_len / cp tokens of each sequence; dp counts the cp ranks too
     # (each holds other tokens, all reduce gradients together: FSDP's dp_shard_cp, Megatron's DP-with-CP group)
     return _Layout(tp=tp, pp=pp, dp=dp, dp_local=dp_local, micro_batches=w.grad_accum,
@@ -184,6 +188,11 @@ def _micro_batch(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _L
         mem += _float8_tp_transpose_seconds(model, w, r, lay)
     if w.task in ADAPTER_TASKS:
         mem += _adapter_seconds(model, w, d, r, lay, f["re_share"])
+        re_lin = f["re_lin"] / (2.0 * matmul_params(p)) if matmul_params(p) else 0.0
+        dora = _dora_seconds(model, w, d, r, lay, re_lin, lin_rate)
+        compute, recompute, mem = compute + dora[0], recompute + dora[1], mem + dora[2]
+        saved = _saved_module_seconds(model, w, r, lay, lin_rate)
+        compute, mem = compute + saved[0], mem + saved[1]
     mem += _cp_merge_seconds(model, w, d, r, lay)
     tp_total, tp_exposed = _tp_seconds(model, w, r, lay, f["re_share"], compute + recompute)
     return {"compute": compute, "recompute": recompute, "memory_bound": mem,
@@ -244,6 +253,77 @@ def _adapter_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay
     flops = share * (6 + 2 * re_share) * w.lora_rank * (d_in + d_out)  # fwd 2, bwd 4, recompute 2 per weight
     rate = _peak(d, "bf16") * gemm_efficiency(r, lay.tokens_mb, w.lora_rank, 1)
     return float(max(flops / rate, moved / r.mem_bw))
+
+
+@functools.lru_cache(maxsize=256)
+def _dora_weights(model: ModelArch, targets: tuple[str, ...]) -> tuple[float, float]:
+    """Elements of the targeted linears' weights (sum of d_in x d_out) and of their x_eye (sum of d_in x d_in),
+    over all layers (peft_modules._targets: MoE layers adapt their shared experts only)."""
+    from gpuwise.estimate.peft_modules import _targets
+
+    weights = eye = 0.0
+    for index in range(model.num_layers):
+        for d_in, d_out in _targets(model, index, targets):
+            weights, eye = weights + d_in * d_out, eye + d_in * d_in
+    return weights, eye
+
+
+# DoRA's work per targeted linear beyond LoRA's, peft 0.13.2 (ms-swift 3.0's pin) src/peft/tuners/lora/layer.py
+# Linear.forward lines 581-593 (x cast to the fp32 adapters, then the magnitude layer's forward) and
+# src/peft/tuners/lora/dora.py DoraLinearLayer.forward lines 65-91 and get_weight_norm lines 30-35, run under
+# the HF Trainer's bf16 autocast (accelerate prepare_model). Counted, not fitted, bytes per element:
+# per weight element, every forward (and every recomputed one): the frozen weight cast to fp32 (weight.to, r 2
+# w 4), lora_B(lora_A(x_eye)) writes the d_in x d_out lora_weight (autocast bf16, w 2), scaling * lora_weight
+# (r 2 w 2), weight + that (r 4 r 2 w 4), the row norm (r 4), F.linear's autocast cast of the fp32 weight back
+# to bf16 (r 4 w 2): 32; per x_eye element: torch.eye writes it in fp32 (w 4), autocast casts it (r 4 w 2): 10.
+_DORA_PER_WEIGHT, _DORA_PER_EYE = 32.0, 10.0
+# per token: forward F.linear(x, weight) is a whole GEMM of the base linear again (its FLOPs at the GEMM rate),
+# autocast casts the fp32 x for it (r 4 w 2 per d_in), and the products with mag_norm_scale: (m - 1) * base
+# (r 2 w 4), m * lora_result (r 4 w 4), x scaling (r 4 w 4), their sum (r 8 w 4) = 34 per d_out; backward (no
+# weight gradient: the cast copy of the frozen weight needs none, so one GEMM for x's gradient) the gradient
+# of (m - 1) * base (r 4 w 4) and its bf16 cast (r 4 w 2), of m * lora_result * scaling (r 4 w 4, twice), and
+# the magnitude's through both products (mul then sum over tokens, r 4 r 2 w 4 r 4 and r 4 r 4 w 4 r 4) = 60
+_DORA_FWD_PER_IN, _DORA_FWD_PER_OUT, _DORA_BWD_PER_OUT = 6.0, 34.0, 60.0
+
+
+def _dora_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, re_lin: float,
+                  lin_rate: float) -> tuple[float, float, float]:
+    """DoRA (--dora), one micro-batch on one GPU: (compute, recompute, memory-bound) seconds. The weight norm
+    runs in every forward whatever the batch (memory-bound: weight-sized element-wise tensors, the rank-r x_eye
+    products moving more bytes than FLOPs), again in a recomputed forward; F.linear(x, weight) is the base
+    linear's GEMM a second time, forward and input gradient, and in a recomputed forward; QLoRA dequantises the
+    base once more for it (dora.py line 78 dequantize_module_weight)."""
+    if not w.dora or w.task not in ADAPTER_TASKS:
+        return 0.0, 0.0, 0.0
+    weights, eye = _dora_weights(model, w.lora_targets)
+    d_in, d_out = _adapter_widths(model, w.lora_targets)
+    ranks = lay.tp * lay.pp
+    share = lay.tokens_mb / ranks
+    passes = 1.0 + re_lin
+    per_pass = _DORA_PER_WEIGHT * weights + _DORA_PER_EYE * eye
+    if w.task == "qlora":
+        per_pass += _table()["dequant_bytes_per_param"] * weights
+    moved = passes * per_pass / ranks \
+        + share * (passes * (_DORA_FWD_PER_IN * d_in + _DORA_FWD_PER_OUT * d_out) + _DORA_BWD_PER_OUT * d_out)
+    return share * 4.0 * weights / lin_rate, share * 2.0 * re_lin * weights / lin_rate, moved / r.mem_bw
+
+
+def _saved_module_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout,
+                          lin_rate: float) -> tuple[float, float]:
+    """--modules-to-save, one micro-batch on one GPU: (compute, memory-bound) seconds. A trained lm_head copy
+    adds its weight-gradient GEMM (2 x vocab x hidden FLOPs per token; LoRA's backward computes the input
+    gradient only); a trained embed_tokens copy adds embedding_dense_backward: a fresh zeroed vocab x hidden
+    gradient each backward (w 2 per element), the tokens' rows added into it (r 2 r 2 w 2 per token x hidden)
+    and the result accumulated into .grad across micro-batches (r 2 r 2 w 2 per element). The copies'
+    forward is the frozen originals' (peft/utils/other.py ModulesToSaveWrapper.forward runs the copy instead)."""
+    if w.task not in ADAPTER_TASKS or not w.modules_to_save:
+        return 0.0, 0.0
+    vh = float(model.vocab_size * model.hidden_size)
+    share = lay.tokens_mb / (lay.tp * lay.pp)
+    compute = share * 2.0 * vh / lin_rate if "lm_head" in w.modules_to_save else 0.0
+    moved = (8.0 * vh / (lay.tp * lay.pp) + 6.0 * share * model.hidden_size) \
+        if "embed_tokens" in w.modules_to_save else 0.0
+    return compute, moved / r.mem_bw
 
 
 def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _Layout, re_share: float,
@@ -383,8 +463,11 @@ def _tp_exchange_seconds(w: Workload, r: Rates, lay: _Layout, msg: float) -> flo
 def _trainable(model: ModelArch, w: Workload) -> int:
     from gpuwise.estimate.memory_train import lora_params
 
-    if w.task in ADAPTER_TASKS:
-        return lora_params(model, w.lora_rank, w.lora_targets)
+    if w.task in ADAPTER_TASKS:  # with DoRA's magnitudes and the --modules-to-save copies (peft_modules)
+        from gpuwise.estimate.peft_modules import dora_magnitude_params, saved_module_params
+
+        return lora_params(model, w.lora_rank, w.lora_targets) + dora_magnitude_params(model, w) \
+            + saved_module_params(model, w)
     return count_params(model).total
 
 
@@ -410,6 +493,10 @@ def _dp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     fw = find_framework(w.framework)
     grad_bytes = 4.0 if w.task in ADAPTER_TASKS or fw.grads_dtype == "fp32" else 2.0
     trainable = _trainable(model, w) / (lay.tp * lay.pp)
+    if w.task in ADAPTER_TASKS and w.modules_to_save:  # the copies' gradients are in the model's bf16 (peft_modules)
+        from gpuwise.estimate.peft_modules import saved_module_params
+
+        trainable -= saved_module_params(model, w) / (lay.tp * lay.pp) * (1 - 2.0 / grad_bytes)
     nic = inter_node_gbps / 8 * GB
     nodes = max(1, lay.dp // lay.dp_local)
     if d.zero == 3:
@@ -488,6 +575,8 @@ def train_speed(model: ModelArch, w: Workload, d: Deployment, mem: MemoryResult,
     p = count_params(model)
     attn = 6 * model.num_layers * model.q_dim * w.seq_len  # 12 x layers x q_dim x seq / 2 (causal)
     model_flops = (4 if w.task in ADAPTER_TASKS else 6) * matmul_params(p) + attn
+    if w.task in ADAPTER_TASKS and "lm_head" in w.modules_to_save:  # the trained head's weight gradient
+        model_flops += 2 * model.vocab_size * model.hidden_size
     n_gpus = d.gpus * d.nodes
     return TrainSpeed(step_time_s=step, tokens_per_s=tokens_step / step,
                       mfu=tokens_step * model_flops / (step * n_gpus * _peak(d, "bf16")),
