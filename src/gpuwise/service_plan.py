@@ -14,7 +14,7 @@ from gpuwise.catalog.sources import load_model
 from gpuwise.errors import InputError
 from gpuwise.estimate.workload import TASKS, Workload, choose
 from gpuwise.i18n import Text
-from gpuwise.service import PipelineShape, checked_hub, is_diffusion, train_knobs
+from gpuwise.service import PipelineShape, checked_hub, is_diffusion, modules_to_save, train_knobs
 
 STAGES = {
     "validate": Text("validate: the cheapest card that runs the job, to prove the pipeline (a 4090-class card is fine)",
@@ -48,6 +48,9 @@ class PlanRequest(PipelineShape):
     optimizer: str | None = None
     grad_ckpt: str = "auto"  # auto: try none, then full recomputation
     lora_rank: int = 16
+    dora: bool = False  # LoRA as DoRA (PEFT use_dora)
+    modules_to_save: str = ""  # comma list of embed_tokens, lm_head trained in full beside LoRA
+    padding_free: bool | None = None  # a micro-batch's samples in one unpadded row; None: the framework's
     budget: float | None = None  # per hour, or per run when train_tokens is given
     min_throughput: float | None = None
     max_ttft: float | None = None
@@ -166,7 +169,7 @@ def plan_request_parts(req: PlanRequest) -> tuple[Any, Workload, Any, Any]:
     w = Workload(task=choose(req.task, TASKS, "--task"), kv_dtype=req.kv_dtype, context=req.context,
                  concurrency=req.concurrency, output_tokens=req.output_tokens, seq_len=req.seq_len,
                  micro_batch=req.micro_batch, grad_accum=req.grad_accum or 1,
-                 lora_rank=req.lora_rank,
+                 lora_rank=req.lora_rank, dora=req.dora, modules_to_save=modules_to_save(req.modules_to_save),
                  **train_knobs(req, multi_gpu=False, search_ckpt=req.grad_ckpt == "auto"))
     if not w.is_training and req.context > model.max_context:
         raise InputError(Text(f"--context {req.context:,} exceeds {model.name}'s maximum of {model.max_context:,}.",

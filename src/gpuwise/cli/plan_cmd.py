@@ -224,6 +224,23 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--grad-ckpt", help="auto | none | full | selective | op-sac | every-N")
         ] = "auto",
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
+        dora: Annotated[
+            bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
+                                              "the merged weight's norm in every forward.")
+        ] = False,
+        modules_to_save: Annotated[
+            str,
+            typer.Option("--modules-to-save",
+                         help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
+                              "needed for new special tokens)."),
+        ] = "",
+        padding_free: Annotated[
+            bool | None,
+            typer.Option("--padding-free/--no-padding-free",
+                         help="Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; "
+                              "ms-swift --padding_free, TRL padding_free). Sized at --micro-batch x --seq-len tokens, "
+                              "the most the row holds."),
+        ] = None,
         budget: Annotated[float | None, typer.Option("--budget", help="Per hour (or per run with --tokens).")] = None,
         min_throughput: Annotated[float | None, typer.Option("--min-throughput", help="tokens/s, all users.")] = None,
         max_ttft: Annotated[float | None, typer.Option("--max-ttft", help="seconds")] = None,
@@ -312,6 +329,7 @@ def register(app: typer.Typer) -> None:
                 engine=engine, engine_version=engine_version,
                 micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
                 framework=framework, optimizer=optimizer, grad_ckpt=grad_ckpt, lora_rank=lora_rank, budget=budget,
+                dora=dora, modules_to_save=modules_to_save, padding_free=padding_free,
                 min_throughput=min_throughput, max_ttft=max_ttft, min_tokens_per_s_per_user=min_tps_user,
                 require=require, provider=provider, billing=billing, cards=cards,
                 include_non_cuda=include_non_cuda, objective=objective, stage=stage,

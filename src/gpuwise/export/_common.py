@@ -25,6 +25,7 @@ __all__ = [
     "num",
     "online_quantization",
     "script_base_note",
+    "script_peft_note",
     "serve_image",
     "serving_notes",
     "shell_join",
@@ -192,6 +193,24 @@ def script_base_note(plan: Plan) -> str | None:
         return None
     return (f"The plan sizes {plan.task} on a base stored in {plan.weights}: load {plan.deploy_model} in your "
             f"script with quantization_config={how}; a 16-bit base needs 2-4x the weight memory the plan sized.")
+
+
+def script_peft_note(plan: Plan) -> str | None:
+    """For a plan run by the user's own script (the HF Trainer forms, accelerate, torchrun): the LoRA and
+    collation knobs it was sized for, in PEFT's and TRL's words: peft LoraConfig(use_dora=...,
+    modules_to_save=[...]) (src/peft/tuners/lora/config.py), TRL SFTConfig(padding_free=True) with a
+    flash-attention model (transformers attn_implementation='flash_attention_2')."""
+    parts = []
+    if plan.dora:
+        parts.append("use_dora=True")
+    if plan.modules_to_save:
+        parts.append(f"modules_to_save={list(plan.modules_to_save)!r}")
+    words = [f"peft LoraConfig({', '.join(parts)})"] if parts else []
+    if plan.padding_free:
+        words.append("TRL SFTConfig(padding_free=True) with attn_implementation='flash_attention_2'")
+    if not words:
+        return None
+    return f"The plan is sized for {' and '.join(words)}: set them in your script."
 
 
 def zero_stage(plan: Plan) -> int:

@@ -42,8 +42,21 @@ def lf_config(plan: Plan) -> dict[str, Any]:
                            "finetuning_type": "lora" if adapters(plan) else "full"}
     if plan.task == "qlora":
         cfg.update(quantization_bit=4, quantization_method="bnb")
+    if plan.padding_free:
+        raise refuse(plan, "LLaMA-Factory v0.9.5's `llamafactory-cli train` has no padding-free collator (data_args.py "
+                     "packing / neat_packing bin samples to cutoff_len; padding_free is only in its experimental "
+                     "v1 trainer, src/llamafactory/v1). Re-plan with --packing instead of --padding-free.",
+                     "LLaMA-Factory v0.9.5 的 `llamafactory-cli train` 没有 padding-free（data_args.py 的 packing / "
+                     "neat_packing 按 cutoff_len 打包；padding_free 只在实验性的 v1 训练器中）。"
+                     "请用 --packing 代替 --padding-free 重新规划。")
     if adapters(plan):
         cfg.update(lora_rank=lora_rank(plan), lora_target="all")
+        # finetuning_args.py@7af90952 LoraArguments: use_dora (line 103), additional_target (line 59: modules
+        # trained and saved beside LoRA, comma-separated)
+        if plan.dora:
+            cfg["use_dora"] = True
+        if plan.modules_to_save:
+            cfg["additional_target"] = ",".join(plan.modules_to_save)
     if zero_stage(plan):
         cfg["deepspeed"] = DS_CONFIG_FILE
     cfg.update(dataset=DATASET, template="default", cutoff_len=seq_len(plan), packing=plan.packing,
@@ -120,6 +133,11 @@ def titan_config(plan: Plan) -> dict[str, dict[str, Any]]:
         raise refuse(plan, "torchtitan trains every weight (pretraining); it has no LoRA. Re-plan "
                      "with --task pretrain or full.", "torchtitan 训练全部权重，不含 LoRA；请用 "
                      "--task pretrain 或 full 重新规划。")
+    if plan.padding_free:
+        raise refuse(plan, "torchtitan has no padding-free batches: its datasets concatenate documents into "
+                     "seq_len samples (packing). Re-plan with --packing instead of --padding-free.",
+                     "torchtitan 没有 padding-free：其数据集把文档拼成 seq_len 长的样本（打包）。"
+                     "请用 --packing 代替 --padding-free 重新规划。")
     family, flavor = _titan_model(plan)
     ckpt = plan.grad_ckpt
     ac: dict[str, Any] = {"mode": "none" if ckpt == "none" else "full" if ckpt == "full" else "selective"}
@@ -198,7 +216,7 @@ trainer = SFTTrainer(
         max_seq_length=MAX_SEQ_LENGTH,
         per_device_train_batch_size={micro},
         gradient_accumulation_steps={accum},
-        packing={packing},
+        packing={packing},{padding_free}
         optim={optim!r},
         {precision}=True,
         output_dir={output!r},
@@ -216,7 +234,7 @@ model = FastLanguageModel.get_peft_model(
     lora_dropout=0,
     bias="none",
     use_gradient_checkpointing={ckpt},
-    max_seq_length=MAX_SEQ_LENGTH,
+    max_seq_length=MAX_SEQ_LENGTH,{extra}
 )
 '''
 
@@ -234,11 +252,16 @@ def unsloth_file(plan: Plan) -> str:
                      "Unsloth 只支持数据并行（无 ZeRO、张量或流水线并行）；请用 --zero 0 或其他框架重新规划。")
     ckpt = '"unsloth"' if plan.grad_ckpt != "none" or plan.activation_offload else "False"
     header = [f"Run: {shell_join(unsloth_tokens(plan))}", f"Replace {DATASET} with your dataset."]
-    peft = _PEFT.format(rank=lora_rank(plan), ckpt=ckpt) if adapters(plan) else ""
+    # unsloth/models/llama.py@015bdef0d94a get_peft_model: modules_to_save (line 3083), use_dora through **kwargs
+    # into PEFT's LoraConfig (line 3166); TRL SFTConfig padding_free
+    extra = "".join(f"\n    {k}={v!r}," for k, v in (("use_dora", plan.dora),
+                                                      ("modules_to_save", list(plan.modules_to_save))) if v)
+    peft = _PEFT.format(rank=lora_rank(plan), ckpt=ckpt, extra=extra) if adapters(plan) else ""
     # repr() keeps the exact model id (a path may hold any character) and escapes every
     # non-printable one, so the literal stays on its line.
     return _UNSLOTH_TEMPLATE.format(
         header="\n".join(f"# {comment_line(h)}" for h in header), model=repr(plan.deploy_model),
         seq=seq_len(plan), dataset=repr(DATASET), qlora=plan.task == "qlora", full=not adapters(plan),
         peft=peft, micro=plan.micro_batch, accum=plan.grad_accum, packing=plan.packing,
+        padding_free="\n        padding_free=True," if plan.padding_free else "",
         optim=hf_optim(plan), precision=half_precision(plan), output=f"outputs/{plan.name}")

@@ -75,6 +75,8 @@ def _tt_overrides(plan: Plan) -> list[str]:
         o.append(f"optimizer_in_bwd={_b(plan.optimizer_in_backward)}")
     else:
         o.append(f"model.lora_rank={lora_rank(plan)}")
+        if plan.dora:  # every lora_* model builder takes use_dora (llama3_1/_model_builders.py@bd2a0fc7 line 90)
+            o.append("model.use_dora=True")
     if plan.task == "qlora":
         # torchtune/models/llama3_1/_model_builders.py@bd2a0fc7: every qlora_* builder is its
         # lora_* builder with quantize_base=True, so this works for families without one.
@@ -93,6 +95,18 @@ def torchtune_tokens(plan: Plan) -> list[str]:
     if plan.offload == "nvme":
         raise refuse(plan, "torchtune offloads to CPU memory only (fsdp_cpu_offload); re-plan "
                      "with --offload cpu.", "torchtune 只能卸载到 CPU 内存；请用 --offload cpu 重新规划。")
+    if plan.modules_to_save:
+        raise refuse(plan, "torchtune's LoRA recipes train no embedding or output copy beside the adapters "
+                     "(no modules_to_save; apply_lora_to_output puts LoRA on the head instead). Re-plan "
+                     "without --modules-to-save, or with --framework ms-swift, llama-factory or unsloth.",
+                     "torchtune 的 LoRA 配方不在适配器旁整体训练 embedding 或输出层（没有 modules_to_save；"
+                     "apply_lora_to_output 只在输出层上加 LoRA）。请去掉 --modules-to-save，或改用 "
+                     "--framework ms-swift、llama-factory 或 unsloth 重新规划。")
+    if plan.padding_free:
+        raise refuse(plan, "torchtune has no padding-free collator: its datasets pad each batch or pack "
+                     "(dataset.packed). Re-plan with --packing instead of --padding-free.",
+                     "torchtune 没有 padding-free 的拼接方式：其数据集按 batch 填充或打包（dataset.packed）。"
+                     "请用 --packing 代替 --padding-free 重新规划。")
     head = ["tune", "run"]
     if plan.gpus_total > 1:
         head += torchrun_prefix(plan)[1:]
@@ -147,13 +161,21 @@ def swift_tokens(plan: Plan) -> list[str]:
         t += ["--quant_method", "bnb", "--quant_bits", "4"]
     if adapters(plan):
         t += ["--lora_rank", str(lora_rank(plan)), "--target_modules", "all-linear"]
+        # Command-line-parameters.md@ff5128777dd3 lines 349 (--use_dora) and 331 (--modules_to_save embed_tokens
+        # lm_head, space-separated)
+        t += ["--use_dora", "true"] if plan.dora else []
+        t += ["--modules_to_save", *plan.modules_to_save] if plan.modules_to_save else []
     t += ["--torch_dtype", torch_dtype(plan),
           "--per_device_train_batch_size", str(plan.micro_batch),
           "--gradient_accumulation_steps", str(plan.grad_accum), "--max_length", str(seq_len(plan)),
           "--gradient_checkpointing", "true" if plan.grad_ckpt != "none" else "false",
           "--optim", hf_optim(plan), "--use_liger_kernel", "true" if plan.loss == "fused" else "false"]
     if plan.packing:
-        t += ["--packing", "true", "--attn_impl", "flash_attn"]  # packing needs flash attention
+        t += ["--packing", "true"]
+    if plan.padding_free:  # Command-line-parameters.md@ff5128777dd3 lines 121-122: with --attn_impl flash_attn
+        t += ["--padding_free", "true"]
+    if plan.packing or plan.padding_free:
+        t += ["--attn_impl", "flash_attn"]  # packing and padding_free need flash attention
     ds = _swift_deepspeed(plan)
     if ds:
         t += ["--deepspeed", ds]
@@ -194,6 +216,12 @@ def megatron_tokens(plan: Plan) -> list[str]:
                      "Re-plan with --task full or pretrain, or --framework ms-swift or llama-factory.",
                      f"Megatron-LM 的 {MEGATRON_SCRIPT} 训练全部权重，不含 LoRA；请改用 --task full 或 "
                      "pretrain，或 --framework ms-swift / llama-factory。")
+    if plan.padding_free:
+        raise refuse(plan, f"Megatron-LM's {MEGATRON_SCRIPT} has no padding-free batches: its GPT dataset "
+                     "concatenates documents into --seq-length samples (packing). Re-plan with --packing "
+                     "instead of --padding-free.",
+                     f"Megatron-LM 的 {MEGATRON_SCRIPT} 没有 padding-free：其 GPT 数据集把文档拼成 "
+                     "--seq-length 长的样本（打包）。请用 --packing 代替 --padding-free 重新规划。")
     if plan.offload != "none":
         raise refuse(plan, "Megatron-LM does not offload ZeRO state; re-plan with --offload none.",
                      "Megatron-LM 不卸载 ZeRO 状态；请用 --offload none 重新规划。")

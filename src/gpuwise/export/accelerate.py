@@ -16,6 +16,7 @@ from gpuwise.export._common import (
     check_training,
     half_precision,
     script_base_note,
+    script_peft_note,
     shell_join,
     train_script,
     uses_deepspeed,
@@ -118,4 +119,7 @@ def emit(plan: Plan) -> str:
     base = script_base_note(plan)
     if base:
         comments.append(base)
+    peft = script_peft_note(plan)
+    if peft:
+        comments.append(peft)
     return _yaml.dump(config(plan), comments)

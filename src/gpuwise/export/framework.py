@@ -46,6 +46,7 @@ from gpuwise.export._common import (
     check_training,
     half_precision,
     script_base_note,
+    script_peft_note,
     shell_join,
     uses_deepspeed,
     zero_stage,
@@ -112,6 +113,9 @@ def _hf_emit(plan: Plan) -> str:
     base = script_base_note(plan)
     if base:
         notes.append(base)
+    peft = script_peft_note(plan)
+    if peft:
+        notes.append(peft)
     if accelerate.uses_ds_file(plan):
         notes.append(f"{DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
     return _yaml.dump(accelerate.config(plan), [*notes, *multinode_note(plan)])

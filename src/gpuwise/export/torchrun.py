@@ -13,6 +13,7 @@ from gpuwise.export._common import (
     Env,
     check_training,
     script_base_note,
+    script_peft_note,
     shell_join,
     train_script,
     uses_deepspeed,
@@ -66,4 +67,7 @@ def emit(plan: Plan) -> str:
     base = script_base_note(plan)
     if base:
         notes.append(f"# {comment_line(base)}")
+    peft = script_peft_note(plan)
+    if peft:
+        notes.append(f"# {comment_line(peft)}")
     return "\n".join([*notes, shell_join(launch_tokens(plan))]) + "\n"

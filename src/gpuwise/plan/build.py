@@ -116,6 +116,7 @@ def plan_from_candidate(c: Candidate, model: ModelArch, choice: DeployChoices, o
         optimizer=w.optimizer, lora_rank=w.lora_rank if w.task in ("lora", "qlora") else None,
         framework=w.framework, loss=w.loss, activation_offload=w.activation_offload,
         optimizer_in_backward=w.optimizer_in_backward, packing=w.packing, compile=w.compile, float8=w.float8,
+        dora=w.dora, modules_to_save=w.modules_to_save, padding_free=w.padding_free,
         image=choice.image, script=choice.script, workdir=choice.workdir, objective=objective,
         breakdown=c.memory.breakdown, usable_bytes=c.memory.usable, required_high=top.high if top else None,
         ranges=ranged.bands(), speed=c.speed, cost=c.cost,

@@ -62,7 +62,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                      "grad_ckpt": p.grad_ckpt, "optimizer": p.optimizer, "lora_rank": p.lora_rank,
                      "framework": p.framework, "loss": p.loss, "activation_offload": p.activation_offload,
                      "optimizer_in_backward": p.optimizer_in_backward, "packing": p.packing,
-                     "compile": p.compile, "float8": p.float8,
+                     "compile": p.compile, "float8": p.float8, "dora": p.dora,
+                     "modules_to_save": list(p.modules_to_save), "padding_free": p.padding_free,
                      "script": p.script, "workdir": p.workdir},
         "card_info": p.card_facts.to_dict(),
         "mig_profile": p.mig_profile, "spot": p.spot, "image": p.image,
@@ -220,6 +221,7 @@ def plan_from_dict(d: Any) -> Plan:
     zero = _int(par, "zero", 0, low=0) or 0
     if zero > 3:
         raise _bad("parallelism.zero", zero, "0, 1, 2 or 3", "0、1、2 或 3")
+    peft = _peft_knobs(work, task)
     quality = _section(d, "quality")
     sources = quality.get("sources") or []
     return Plan(
@@ -240,7 +242,8 @@ def plan_from_dict(d: Any) -> Plan:
         loss=_str(work, "loss", "full", ("full", "chunked", "fused")) or "full",
         activation_offload=_flag(work, "activation_offload"),
         optimizer_in_backward=_flag(work, "optimizer_in_backward"), packing=_flag(work, "packing"),
-        compile=_flag(work, "compile"), float8=_flag(work, "float8"),
+        compile=_flag(work, "compile"), float8=_flag(work, "float8"), dora=peft[0], modules_to_save=peft[1],
+        padding_free=_flag(work, "padding_free"),
         mig_profile=_str(d, "mig_profile", None), spot=_spot(d), image=_str(d, "image", None),
         script=_str(work, "script", None), workdir=_str(work, "workdir", None),
         objective=_str(d, "objective", "cost") or "cost", breakdown=_breakdown(mem),
@@ -274,6 +277,23 @@ def _flag(section: Mapping[str, Any], key: str) -> bool:
     if not isinstance(value, bool):
         raise _bad(f"workload.{key}", value, "true or false", "true 或 false")
     return value
+
+
+def _peft_knobs(work: Mapping[str, Any], task: str) -> tuple[bool, tuple[str, ...]]:
+    """dora and modules_to_save read back: a boolean, a list of the known modules each
+    named once, and the two LoRA knobs only on a LoRA plan (an export would set what was never sized)."""
+    from gpuwise.estimate.workload import MODULES_TO_SAVE
+
+    saved = work.get("modules_to_save") or []
+    if not isinstance(saved, list) or not all(isinstance(m, str) and m in MODULES_TO_SAVE for m in saved) \
+            or len(set(saved)) != len(saved):
+        raise _bad("workload.modules_to_save", saved, f"a list of distinct names from {', '.join(MODULES_TO_SAVE)}",
+                   f"由 {', '.join(MODULES_TO_SAVE)} 组成、不重复的列表")
+    dora = _flag(work, "dora")
+    if (dora or saved) and task not in ("lora", "qlora"):
+        raise _bad("workload.task", task, "lora or qlora with dora / modules_to_save",
+                   "lora 或 qlora（使用 dora / modules_to_save 时）")
+    return dora, tuple(saved)
 
 
 def _spot(d: Mapping[str, Any]) -> bool:

@@ -105,6 +105,9 @@ class Plan:
     compile: bool = False
     float8: bool = False
     lora_rank: int | None = None
+    dora: bool = False  # LoRA as DoRA (PEFT use_dora)
+    modules_to_save: tuple[str, ...] = ()  # embed_tokens / lm_head trained in full beside LoRA
+    padding_free: bool = False  # a micro-batch's samples in one unpadded row (flash-attention varlen)
     mig_profile: str | None = None
     spot: bool = False
     image: str | None = None
