@@ -49,3 +49,14 @@ def test_modules_to_save_gradients_travel_in_data_parallel() -> None:
     lora = speed(gpus=4)["communication_s"]["dp_total"]
     saved = speed(gpus=4, modules_to_save="embed_tokens,lm_head")["communication_s"]["dp_total"]
     assert saved > 10 * lora  # 2 x 152,064 x 3,584 bf16 gradients beside the adapters' 40 M fp32
+
+
+@pytest.mark.parametrize("fw", ["hf", "torchtune"])
+def test_dora_reuses_the_base_output_where_the_framework_does(fw: str) -> None:
+    """PEFT >= 0.14 at lora_dropout 0 (hf) and torchtune's DoRALinear take the base output once: no second
+    GEMM, only the weight norm and the products (frameworks.toml dora_reruns_base false)."""
+    lora, dora = speed(framework=fw), speed(framework=fw, dora=True)
+    assert dora["step_breakdown_s"]["compute"] == pytest.approx(lora["step_breakdown_s"]["compute"])
+    assert dora["step_breakdown_s"]["memory_bound"] > lora["step_breakdown_s"]["memory_bound"]
+    swift = speed(dora=True)
+    assert swift["step_time_s"] > dora["step_time_s"]  # ms-swift's dropout 0.05 runs F.linear again

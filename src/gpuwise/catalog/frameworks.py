@@ -66,7 +66,7 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "loss_parallel": _F("bool"), "logits_fp32": _F("bool"), "loss_logits_kept": _F("bool"),
     "pp_keeps_outputs": _F("bool"), "pp_recv_buffers": _F("bool"), "cp_loss_bf16": _F("bool"),
     "zero_deepspeed": _F("bool"), "tp_sequence_parallel": _F("bool"), "tp_float8_allgather": _F("bool"),
-    "sdpa_repeats_kv": _F("bool"),
+    "sdpa_repeats_kv": _F("bool"), "dora_reruns_base": _F("bool"),
     "peak_reported": _F("str", required=True, choices=PEAKS), "peak_note": _F("str", required=True),
     **{k: _F("str") for k in FIXES},
     "sources": _F("strlist", required=True), "unverified": _F("strlist"), "notes": _F("str"),
@@ -166,6 +166,10 @@ class Framework:
     # the model code repeats K and V to every query head before SDPA (torchtitan's repeat_kv): context
     # parallelism then gathers, passes and accumulates n_heads-wide K/V (speed_train._cp_kv_dim)
     sdpa_repeats_kv: bool = False
+    # --dora runs the base linear a second time, F.linear(x, weight) on the cast weight (PEFT <= 0.13, or any PEFT
+    # with lora_dropout > 0); false where the DoRA layer reuses the base output (PEFT >= 0.14 at dropout 0,
+    # torchtune's DoRALinear): speed_train._dora_seconds
+    dora_reruns_base: bool = False
     # a micro-batch's samples concatenated into one unpadded row (ms-swift --padding_free, TRL padding_free): the
     # framework's default for --padding-free
     padding_free: bool = False

@@ -272,17 +272,24 @@ def _dora_weights(model: ModelArch, targets: tuple[str, ...]) -> tuple[float, fl
 # Linear.forward lines 581-593 (x cast to the fp32 adapters, then the magnitude layer's forward) and
 # src/peft/tuners/lora/dora.py DoraLinearLayer.forward lines 65-91 and get_weight_norm lines 30-35, run under
 # the HF Trainer's bf16 autocast (accelerate prepare_model). Counted, not fitted, bytes per element:
-# per weight element, every forward (and every recomputed one): the frozen weight cast to fp32 (weight.to, r 2
-# w 4), lora_B(lora_A(x_eye)) writes the d_in x d_out lora_weight (autocast bf16, w 2), scaling * lora_weight
-# (r 2 w 2), weight + that (r 4 r 2 w 4), the row norm (r 4), F.linear's autocast cast of the fp32 weight back
-# to bf16 (r 4 w 2): 32; per x_eye element: torch.eye writes it in fp32 (w 4), autocast casts it (r 4 w 2): 10.
-_DORA_PER_WEIGHT, _DORA_PER_EYE = 32.0, 10.0
-# per token: forward F.linear(x, weight) is a whole GEMM of the base linear again (its FLOPs at the GEMM rate),
-# autocast casts the fp32 x for it (r 4 w 2 per d_in), and the products with mag_norm_scale: (m - 1) * base
-# (r 2 w 4), m * lora_result (r 4 w 4), x scaling (r 4 w 4), their sum (r 8 w 4) = 34 per d_out; backward (no
-# weight gradient: the cast copy of the frozen weight needs none, so one GEMM for x's gradient) the gradient
-# of (m - 1) * base (r 4 w 4) and its bf16 cast (r 4 w 2), of m * lora_result * scaling (r 4 w 4, twice), and
-# the magnitude's through both products (mul then sum over tokens, r 4 r 2 w 4 r 4 and r 4 r 4 w 4 r 4) = 60
+# per weight element, every forward (and every recomputed one), fp32 adapters: the frozen weight cast to fp32
+# (weight.to, r 2 w 4), lora_B(lora_A(x_eye)) writes the d_in x d_out lora_weight (autocast bf16, w 2), scaling *
+# lora_weight (r 2 w 2), weight + that (r 4 r 2 w 4), the row norm (r 4): 26; where the framework runs the base
+# again (frameworks.toml dora_reruns_base), F.linear's autocast cast of the fp32 weight back to bf16 (r 4 w 2): 32.
+# Per x_eye element: torch.eye writes it in fp32 (w 4), autocast casts it (r 4 w 2): 10. bf16 adapters
+# (torchtune 0.6.1 torchtune/modules/peft/dora.py@bd2a0fc7 DoRALinear.forward lines 164-192: weight.to(x.dtype)
+# a no-op, no autocast, the base output computed once): lora_weight w 2, scale r 2 w 2, sum r 2 r 2 w 2, norm
+# r 2 = 14, x_eye w 2.
+_DORA_PER_WEIGHT = {"fp32": 26.0, "bf16": 14.0}
+_DORA_PER_EYE = {"fp32": 10.0, "bf16": 2.0}
+_DORA_RERUN_CAST = 6.0
+# per token: where the base runs again, F.linear(x, weight) is a whole GEMM of the base linear (its FLOPs at the
+# GEMM rate) and autocast casts the fp32 x for it (r 4 w 2 per d_in); the products with mag_norm_scale, fp32:
+# (m - 1) * base (r 2 w 4), m * lora_result (r 4 w 4), x scaling (r 4 w 4), their sum (r 8 w 4) = 34 per d_out;
+# backward (no weight gradient: the frozen weight's cast copy needs none, so one GEMM for x's gradient) the
+# gradient of (m - 1) * base (r 4 w 4) and its bf16 cast (r 4 w 2), of m * lora_result * scaling (r 4 w 4,
+# twice), and the magnitude's through both products (mul then sum over tokens, r 4 r 2 w 4 r 4 and r 4 r 4 w 4
+# r 4) = 60; bf16 adapters: the same tensors at half the bytes
 _DORA_FWD_PER_IN, _DORA_FWD_PER_OUT, _DORA_BWD_PER_OUT = 6.0, 34.0, 60.0
 
 
@@ -290,22 +297,29 @@ def _dora_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _
                   lin_rate: float) -> tuple[float, float, float]:
     """DoRA (--dora), one micro-batch on one GPU: (compute, recompute, memory-bound) seconds. The weight norm
     runs in every forward whatever the batch (memory-bound: weight-sized element-wise tensors, the rank-r x_eye
-    products moving more bytes than FLOPs), again in a recomputed forward; F.linear(x, weight) is the base
-    linear's GEMM a second time, forward and input gradient, and in a recomputed forward; QLoRA dequantises the
-    base once more for it (dora.py line 78 dequantize_module_weight)."""
+    products moving more bytes than FLOPs), again in a recomputed forward; where the framework runs the base
+    again (dora_reruns_base), F.linear(x, weight) is the base linear's GEMM a second time, forward and input
+    gradient, and in a recomputed forward; QLoRA dequantises the base once more for the norm (peft dora.py
+    line 78 dequantize_module_weight)."""
     if not w.dora or w.task not in ADAPTER_TASKS:
         return 0.0, 0.0, 0.0
+    fw = find_framework(w.framework)
+    dtype = "fp32" if fw.adapter_dtype == "fp32" else "bf16"
+    rerun = 1.0 if fw.dora_reruns_base else 0.0
     weights, eye = _dora_weights(model, w.lora_targets)
     d_in, d_out = _adapter_widths(model, w.lora_targets)
     ranks = lay.tp * lay.pp
     share = lay.tokens_mb / ranks
     passes = 1.0 + re_lin
-    per_pass = _DORA_PER_WEIGHT * weights + _DORA_PER_EYE * eye
+    per_pass = (_DORA_PER_WEIGHT[dtype] + rerun * _DORA_RERUN_CAST) * weights + _DORA_PER_EYE[dtype] * eye
     if w.task == "qlora":
         per_pass += _table()["dequant_bytes_per_param"] * weights
-    moved = passes * per_pass / ranks \
-        + share * (passes * (_DORA_FWD_PER_IN * d_in + _DORA_FWD_PER_OUT * d_out) + _DORA_BWD_PER_OUT * d_out)
-    return share * 4.0 * weights / lin_rate, share * 2.0 * re_lin * weights / lin_rate, moved / r.mem_bw
+    half = 1.0 if dtype == "fp32" else 0.5
+    per_token = passes * (rerun * _DORA_FWD_PER_IN * d_in + half * _DORA_FWD_PER_OUT * d_out) \
+        + half * _DORA_BWD_PER_OUT * d_out
+    moved = passes * per_pass / ranks + share * per_token
+    return (rerun * share * 4.0 * weights / lin_rate, rerun * share * 2.0 * re_lin * weights / lin_rate,
+            moved / r.mem_bw)
 
 
 def _saved_module_seconds(model: ModelArch, w: Workload, r: Rates, lay: _Layout,
