@@ -152,14 +152,15 @@ def train_zero(req: Any, framework_id: str) -> tuple[int, bool]:
 
 
 def refuse_training_flags(req: EstimateRequest) -> None:
-    """An inference estimate given training flags would drop them without a word: say so instead."""
+    """An inference estimate given training flags would drop them without a word: say so instead. A
+    flag at its neutral value (--zero 0, --grad-ckpt none, --no-compile, ...) changes nothing and passes."""
     given = [flag for flag, on in (
         ("--framework", req.framework.strip().lower() != "auto"), ("--optimizer", req.optimizer is not None),
-        ("--grad-ckpt", req.grad_ckpt is not None), ("--loss", req.loss is not None),
-        ("--activation-offload", req.activation_offload is not None),
-        ("--optimizer-in-backward", req.optimizer_in_backward is not None), ("--packing", req.packing is not None),
-        ("--compile", req.compile is not None), ("--float8", req.float8 is not None), ("--zero", req.zero is not None),
-        ("--padding-free", req.padding_free is not None), ("--dora", req.dora),
+        ("--grad-ckpt", req.grad_ckpt not in (None, "none")), ("--loss", req.loss is not None),
+        ("--activation-offload", bool(req.activation_offload)),
+        ("--optimizer-in-backward", bool(req.optimizer_in_backward)), ("--packing", bool(req.packing)),
+        ("--compile", bool(req.compile)), ("--float8", bool(req.float8)), ("--zero", req.zero not in (None, 0)),
+        ("--padding-free", bool(req.padding_free)), ("--dora", req.dora),
         ("--modules-to-save", bool(req.modules_to_save.strip())), ("--micro-batch", req.micro_batch != 1),
         ("--grad-accum", req.grad_accum != 1), ("--virtual-stages", req.virtual_stages != 1),
         ("--tp-overlap", req.tp_overlap)) if on]
