@@ -104,7 +104,8 @@ def test_dora_saves_the_fp32_weight_copy_and_two_results_per_token_as_peft_0_13_
     torch.manual_seed(0)
     lora_saved, lora_peak = _forward_bytes(DoraLinear(dora=False), tokens)
     dora_saved, dora_peak = _forward_bytes(DoraLinear(dora=True), tokens)
-    w = Workload(task="lora", dora=True, seq_len=tokens, lora_targets=("q",), lora_rank=RANK)
+    w = Workload(task="lora", dora=True, seq_len=tokens, lora_targets=("q",), lora_rank=RANK,
+                 framework="ms-swift-3")  # peft 0.13.2 with dropout 0.05: F.linear reruns the base
     model = dora_activations(_layer_shapes_arch(), w, adapter_bytes=4.0)
     assert model.saved == pytest.approx(dora_saved - lora_saved, rel=0.01)
     # the norm's transient (x_eye, lora_weight, scaled, sum) beside all DoRA saves: an upper bound, since the two
@@ -277,3 +278,13 @@ def test_a_whole_peft_dora_step_grows_by_what_gpuwise_adds_with_and_without_chec
     # checkpointing: one recomputed layer's, and the norm again beside it (an upper bound)
     grown = peak(True, True) - peak(False, True)
     assert 0.8 * (extra.saved + extra.transient) <= grown <= extra.saved + extra.transient
+
+
+def test_dora_saves_no_weight_copy_where_the_framework_reuses_the_base_output() -> None:
+    """peft 0.14+ with lora_dropout 0 (hf) computes no second F.linear, so no fp32 weight copy is saved;
+    the same field (frameworks.toml dora_reruns_base) decides the speed side's second base GEMM."""
+    def saved(framework: str) -> float:
+        w = Workload(task="lora", dora=True, seq_len=64, lora_targets=("q",), lora_rank=RANK, framework=framework)
+        return dora_activations(_layer_shapes_arch(), w, adapter_bytes=4.0).saved
+    arch = _layer_shapes_arch()
+    assert saved("ms-swift-3") - saved("hf") == pytest.approx(arch.hidden_size * arch.q_dim * 4.0)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog.arch import ModelArch
-from gpuwise.catalog.frameworks import ckpt_every
+from gpuwise.catalog.frameworks import ckpt_every, find_framework
 from gpuwise.estimate.workload import Workload
 
 
@@ -71,11 +71,12 @@ def dora_activations(model: ModelArch, w: Workload, adapter_bytes: float) -> Dor
     lora_result, d_out each per token, saved by the two products with mag_norm_scale (the magnitude is
     trained). At the norm: x_eye (d_in x d_in), lora_weight, scaling * lora_weight and the sum (d_in x d_out
     each), all in the adapters' dtype. peft 0.14 and later reuse the base output when lora_dropout is 0
-    (no F.linear, so no saved copy); ms-swift's lora_dropout is 0.05 (swift/llm/argument/tuner_args.py)."""
+    (no F.linear, so no saved copy); ms-swift's lora_dropout is 0.05 (swift/llm/argument/tuner_args.py):
+    the framework field dora_reruns_base, which the speed side reads too."""
     if not w.dora or w.task not in ("lora", "qlora"):
         return DoraActivations(0.0, 0.0)
     tokens = w.seq_len * w.micro_batch
-    copy = adapter_bytes > 2.0
+    copy = adapter_bytes > 2.0 and find_framework(w.framework).dora_reruns_base
     worst_saved, worst_transient = 0.0, 0.0
     for index in range(model.num_layers):
         shapes = _targets(model, index, w.lora_targets)
