@@ -292,7 +292,8 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # gradients held: the largest tensor's under optimizer-in-backward, else every trainable one's share
     grads = _largest_tensor(model, w, peft) / z2 if w.optimizer_in_backward else trainable * trained(z2)
     ds3 = _deepspeed_stage3(fw, w, d, dp)
-    grad_bytes = p.param if ds3 else p.grad  # DeepSpeed ZeRO-3 keeps its gradient partitions in the model dtype
+    ds12 = _deepspeed_stage12(fw, w, d, dp)
+    grad_bytes = p.param if ds3 or ds12 else p.grad  # DeepSpeed ZeRO keeps its gradients in the model dtype
     host = HostMemory(cpu_ram=paged * d.gpus)
     saved_grads = saved * sp.grad / split * trained(z2)  # every copy's gradient, also under optimizer-in-backward
     fsdp_grads = fw.sharding in ("fsdp", "fsdp2") and d.zero >= 2 and dp > 1 and not peft and d.offload == "none"
@@ -343,6 +344,11 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     temp = (trainable * p.optimizer + saved * sp.optimizer) / 2 / split * trained(z1) if foreach else 0.0
     if ds3:  # one sub-group at a time: its gradients' fp32 copy, and the foreach intermediate of its states
         temp = min(_DS_SUB_GROUP, trainable / split * trained(z1)) * (4.0 + (p.optimizer / 2 if foreach else 0.0))
+    if ds12:  # ZeRO-1/2 steps one parameter group's partition at a time (the HF Trainer's decay group is nearly
+        # all of it): its fp32 gradient copy and the foreach intermediate, beside the bf16 partition gradients;
+        # ZeRO-1 has freed the gradients outside its partition by then, so only what exceeds the full ones counts
+        share = trainable / split * trained(z1)
+        temp = max(0.0, share * (grad_bytes + 4.0 + (p.optimizer / 2 if foreach else 0.0)) - grads * grad_bytes / split)
     # ZeRO-3 / FSDP shard the adapters with the rest of each layer's parameters (FSDP2 fully_shard and
     # FSDP1's flat parameter take every parameter of the wrapped layer, frozen or not; DeepSpeed stage 3
     # partitions all of them)
@@ -371,6 +377,21 @@ def _deepspeed_stage3(fw: Framework, w: Workload, d: Deployment, dp: int) -> boo
     same at v0.16.5 (lines 1898, 2111). tests/test_train_memory_deepspeed_step.py replays it on CPU."""
     deepspeed = fw.zero_deepspeed or fw.sharding.startswith("zero")
     return deepspeed and d.zero == 3 and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
+
+
+def _deepspeed_stage12(fw: Framework, w: Workload, d: Deployment, dp: int) -> bool:
+    """Full fine-tuning sharded by DeepSpeed ZeRO-1/2 on the GPU (zero_deepspeed, or a zero* default sharding).
+    Under bf16 its engine keeps gradients in the model dtype (deepspeed/runtime/engine.py@v0.16.5
+    get_data_types, lines 1020-1024: grad_accum_dtype = the model dtype under zero_optimization; the same at
+    v0.14.5 lines 930-934), so _do_optimizer_sanity_check (v0.16.5 lines 1319-1322) picks the ZeRO optimizer,
+    not BF16_Optimizer. Stage 2 copies each reduced gradient into grads_in_partition, one flat buffer of the
+    rank's partition in that dtype (zero/stage_1_and_2.py@v0.16.5 line 1361); step() (lines 1902-1933, the same
+    at v0.14.5 lines 1882-1913) loops over the parameter groups, frees the gradients outside the partition,
+    makes flatten(averaged_gradients[i]).to(fp32) as the fp32 partition's .grad, steps the wrapped optimizer
+    on that group alone (_optimizer_step, lines 1827-1836) and drops the fp32 copy: the ZeRO-3 sub-group's
+    pattern (tests/test_train_memory_deepspeed_step.py), over the group's whole partition."""
+    deepspeed = fw.zero_deepspeed or fw.sharding.startswith("zero")
+    return deepspeed and d.zero in (1, 2) and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
 
 
 def _reducing(model: ModelArch, fw: Framework, w: Workload, tp: int, head_unit: float) -> float:
