@@ -312,3 +312,16 @@ def dropped_note(dropped: Sequence[str], lang: Lang) -> str | None:
     if not dropped:
         return None
     return DROPPED_NOTE.render(lang).format(names=("、" if lang == "zh" else ", ").join(dropped))
+
+
+# The LoRA-variant flags `estimate` and `plan` share (one text, so the two --help pages and help_zh agree)
+DoraOption = Annotated[
+    bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
+                                      "the merged weight's norm in every forward.")
+]
+ModulesToSaveOption = Annotated[
+    str,
+    typer.Option("--modules-to-save",
+                 help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
+                      "needed for new special tokens)."),
+]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.common import JsonOpt, LangOpt, run_command
+from gpuwise.cli.common import DoraOption, JsonOpt, LangOpt, ModulesToSaveOption, run_command
 
 
 def register(app: typer.Typer) -> None:
@@ -206,16 +206,8 @@ def register(app: typer.Typer) -> None:
         lora_targets: Annotated[
             str, typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down or 'all'.")
         ] = "all",
-        dora: Annotated[
-            bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
-                                              "the merged weight's norm in every forward.")
-        ] = False,
-        modules_to_save: Annotated[
-            str,
-            typer.Option("--modules-to-save",
-                         help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
-                              "needed for new special tokens)."),
-        ] = "",
+        dora: DoraOption = False,
+        modules_to_save: ModulesToSaveOption = "",
         nodes: Annotated[int, typer.Option("--nodes", help="Nodes (training).")] = 1,
         inter_node_gbps: Annotated[
             float | None,

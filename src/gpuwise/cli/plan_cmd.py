@@ -9,8 +9,10 @@ import typer
 
 from gpuwise.cli.common import (
     Column,
+    DoraOption,
     JsonOpt,
     LangOpt,
+    ModulesToSaveOption,
     dropped_note,
     fit_table,
     fmt_hours,
@@ -224,16 +226,8 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--grad-ckpt", help="auto | none | full | selective | op-sac | every-N")
         ] = "auto",
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
-        dora: Annotated[
-            bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
-                                              "the merged weight's norm in every forward.")
-        ] = False,
-        modules_to_save: Annotated[
-            str,
-            typer.Option("--modules-to-save",
-                         help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
-                              "needed for new special tokens)."),
-        ] = "",
+        dora: DoraOption = False,
+        modules_to_save: ModulesToSaveOption = "",
         padding_free: Annotated[
             bool | None,
             typer.Option("--padding-free/--no-padding-free",

@@ -25,6 +25,7 @@ __all__ = [
     "num",
     "online_quantization",
     "script_base_note",
+    "script_notes",
     "script_peft_note",
     "serve_image",
     "serving_notes",
@@ -212,6 +213,11 @@ def script_peft_note(plan: Plan) -> str | None:
         return None
     return f"The plan is sized for {' and '.join(words)}: set them in your script."
 
+
+
+def script_notes(plan: Plan) -> list[str]:
+    """What a user's own training script must do to run the plan: load the quantised base, set the PEFT knobs."""
+    return [note for note in (script_base_note(plan), script_peft_note(plan)) if note]
 
 def zero_stage(plan: Plan) -> int:
     """The plan's ZeRO stage; an FSDP plan without one is full sharding, i.e. stage 3."""

@@ -15,8 +15,7 @@ from gpuwise.export._common import (
     TRAIN_SCRIPT,
     check_training,
     half_precision,
-    script_base_note,
-    script_peft_note,
+    script_notes,
     shell_join,
     train_script,
     uses_deepspeed,
@@ -116,10 +115,5 @@ def emit(plan: Plan) -> str:
         comments.append("Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
     if uses_ds_file(plan):
         comments.append(f"{DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
-    base = script_base_note(plan)
-    if base:
-        comments.append(base)
-    peft = script_peft_note(plan)
-    if peft:
-        comments.append(peft)
+    comments.extend(script_notes(plan))
     return _yaml.dump(config(plan), comments)

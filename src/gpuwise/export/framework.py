@@ -45,8 +45,7 @@ from gpuwise.export._common import (
     TRAIN_SCRIPT,
     check_training,
     half_precision,
-    script_base_note,
-    script_peft_note,
+    script_notes,
     shell_join,
     uses_deepspeed,
     zero_stage,
@@ -110,12 +109,7 @@ def _hf_emit(plan: Plan) -> str:
              f"  {launch}", f"Sequence length {seq_len(plan)}: your script's max_length / max_seq_length."]
     if not plan.script:
         notes.append(f"{TRAIN_SCRIPT} is a placeholder: replace it, or plan with --script.")
-    base = script_base_note(plan)
-    if base:
-        notes.append(base)
-    peft = script_peft_note(plan)
-    if peft:
-        notes.append(peft)
+    notes.extend(script_notes(plan))
     if accelerate.uses_ds_file(plan):
         notes.append(f"{DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
     return _yaml.dump(accelerate.config(plan), [*notes, *multinode_note(plan)])

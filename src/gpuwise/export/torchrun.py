@@ -12,8 +12,7 @@ from gpuwise.export._common import (
     TRAIN_SCRIPT,
     Env,
     check_training,
-    script_base_note,
-    script_peft_note,
+    script_notes,
     shell_join,
     train_script,
     uses_deepspeed,
@@ -64,10 +63,5 @@ def emit(plan: Plan) -> str:
         notes.append("# Run on every node with NODE_RANK (0..N-1) and MASTER_ADDR (node 0) set.")
     if uses_deepspeed(plan):
         notes.append(f"# {DS_CONFIG_FILE}: this plan's DeepSpeed export (target 'deepspeed').")
-    base = script_base_note(plan)
-    if base:
-        notes.append(f"# {comment_line(base)}")
-    peft = script_peft_note(plan)
-    if peft:
-        notes.append(f"# {comment_line(peft)}")
+    notes.extend(f"# {comment_line(note)}" for note in script_notes(plan))
     return "\n".join([*notes, shell_join(launch_tokens(plan))]) + "\n"
