@@ -164,7 +164,7 @@ class Framework:
     # under Float8 tensorwise linears those all-gathers carry FP8 (torchao casts before the all-gather)
     tp_float8_allgather: bool = False
     # the model code repeats K and V to every query head before SDPA (torchtitan's repeat_kv): context
-    # parallelism then gathers, passes and accumulates n_heads-wide K/V (speed_train._cp_kv_dim)
+    # parallelism then gathers, passes and accumulates n_heads-wide K/V (activations.sdpa_kv_dim)
     sdpa_repeats_kv: bool = False
     # --dora runs the base linear a second time, F.linear(x, weight) on the cast weight (PEFT <= 0.13, or any PEFT
     # with lora_dropout > 0); false where the DoRA layer reuses the base output (PEFT >= 0.14 at dropout 0,
@@ -175,6 +175,11 @@ class Framework:
     padding_free: bool = False
     default_for: tuple[str, ...] = ()  # the tasks for which `--framework auto` (the default) picks this row
     default_reason: str = ""
+
+    @property
+    def zero_is_deepspeed(self) -> bool:
+        """--zero N runs DeepSpeed's ZeRO here (zero_deepspeed, or a zero* default sharding), not FSDP."""
+        return self.zero_deepspeed or self.sharding.startswith("zero")
 
 
 def master_weights_for(fw: Framework, task: str, sharded: bool = False) -> str:

@@ -314,7 +314,7 @@ def dropped_note(dropped: Sequence[str], lang: Lang) -> str | None:
     return DROPPED_NOTE.render(lang).format(names=("、" if lang == "zh" else ", ").join(dropped))
 
 
-# The LoRA-variant flags `estimate` and `plan` share (one text, so the two --help pages and help_zh agree)
+# The LoRA-variant and padding-free flags estimate and plan share (one text: both --help pages and help_zh agree)
 DoraOption = Annotated[
     bool, typer.Option("--dora", help="LoRA as DoRA (PEFT use_dora): a trained magnitude per output row and "
                                       "the merged weight's norm in every forward.")
@@ -324,4 +324,11 @@ ModulesToSaveOption = Annotated[
     typer.Option("--modules-to-save",
                  help="Comma list of embed_tokens,lm_head trained in full beside LoRA (PEFT modules_to_save; "
                       "needed for new special tokens)."),
+]
+PaddingFreeOption = Annotated[
+    bool | None,
+    typer.Option("--padding-free/--no-padding-free",
+                 help="Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; "
+                      "ms-swift --padding_free, TRL padding_free). Sized at --micro-batch x --seq-len tokens, "
+                      "the most the row holds."),
 ]

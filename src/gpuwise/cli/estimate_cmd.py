@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.common import DoraOption, JsonOpt, LangOpt, ModulesToSaveOption, run_command
+from gpuwise.cli.common import DoraOption, JsonOpt, LangOpt, ModulesToSaveOption, PaddingFreeOption, run_command
 
 
 def register(app: typer.Typer) -> None:
@@ -187,13 +187,7 @@ def register(app: typer.Typer) -> None:
         packing: Annotated[
             bool | None, typer.Option("--packing/--no-packing", help="Pack sequences to the full --seq-len.")
         ] = None,
-        padding_free: Annotated[
-            bool | None,
-            typer.Option("--padding-free/--no-padding-free",
-                         help="Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; "
-                              "ms-swift --padding_free, TRL padding_free). Sized at --micro-batch x --seq-len tokens, "
-                              "the most the row holds."),
-        ] = None,
+        padding_free: PaddingFreeOption = None,
         float8: Annotated[
             bool | None, typer.Option("--float8/--no-float8", help="Float8 training matmuls (Hopper, Ada, Blackwell).")
         ] = None,

@@ -13,6 +13,7 @@ from gpuwise.cli.common import (
     JsonOpt,
     LangOpt,
     ModulesToSaveOption,
+    PaddingFreeOption,
     dropped_note,
     fit_table,
     fmt_hours,
@@ -228,13 +229,7 @@ def register(app: typer.Typer) -> None:
         lora_rank: Annotated[int, typer.Option("--lora-rank")] = 16,
         dora: DoraOption = False,
         modules_to_save: ModulesToSaveOption = "",
-        padding_free: Annotated[
-            bool | None,
-            typer.Option("--padding-free/--no-padding-free",
-                         help="Concatenate a micro-batch's samples into one unpadded row (flash-attention varlen; "
-                              "ms-swift --padding_free, TRL padding_free). Sized at --micro-batch x --seq-len tokens, "
-                              "the most the row holds."),
-        ] = None,
+        padding_free: PaddingFreeOption = None,
         budget: Annotated[float | None, typer.Option("--budget", help="Per hour (or per run with --tokens).")] = None,
         min_throughput: Annotated[float | None, typer.Option("--min-throughput", help="tokens/s, all users.")] = None,
         max_ttft: Annotated[float | None, typer.Option("--max-ttft", help="seconds")] = None,

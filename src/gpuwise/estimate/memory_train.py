@@ -169,7 +169,7 @@ def _saved_precision(fw: Framework, w: Workload, d: Deployment, dp: int) -> Prec
     get_data_types, lines 1020-1024: grad_accum_dtype = the model dtype under zero_optimization)."""
     full = replace(w, task="full", modules_to_save=(), dora=False)
     p = precision(fw, full, False, sharded=d.zero > 0 and dp > 1)
-    deepspeed = (fw.zero_deepspeed or fw.sharding.startswith("zero")) and d.zero > 0 and dp > 1
+    deepspeed = fw.zero_is_deepspeed and d.zero > 0 and dp > 1
     return replace(p, grad=p.param) if deepspeed else p
 
 
@@ -375,8 +375,7 @@ def _deepspeed_stage3(fw: Framework, w: Workload, d: Deployment, dp: int) -> boo
     flatten(averaged_gradients).to(fp32) (_prepare_fp32_grad_for_sub_group, line 1851), steps the
     wrapped optimizer on its fp32 partition (_optimizer_step) and drops them (_release_sub_group). The
     same at v0.16.5 (lines 1898, 2111). tests/test_train_memory_deepspeed_step.py replays it on CPU."""
-    deepspeed = fw.zero_deepspeed or fw.sharding.startswith("zero")
-    return deepspeed and d.zero == 3 and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
+    return fw.zero_is_deepspeed and d.zero == 3 and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
 
 
 def _deepspeed_stage12(fw: Framework, w: Workload, d: Deployment, dp: int) -> bool:
@@ -390,8 +389,8 @@ def _deepspeed_stage12(fw: Framework, w: Workload, d: Deployment, dp: int) -> bo
     makes flatten(averaged_gradients[i]).to(fp32) as the fp32 partition's .grad, steps the wrapped optimizer
     on that group alone (_optimizer_step, lines 1827-1836) and drops the fp32 copy: the ZeRO-3 sub-group's
     pattern (tests/test_train_memory_deepspeed_step.py), over the group's whole partition."""
-    deepspeed = fw.zero_deepspeed or fw.sharding.startswith("zero")
-    return deepspeed and d.zero in (1, 2) and dp > 1 and d.offload == "none" and w.task not in ("lora", "qlora")
+    return fw.zero_is_deepspeed and d.zero in (1, 2) and dp > 1 and d.offload == "none" \
+        and w.task not in ("lora", "qlora")
 
 
 def _reducing(model: ModelArch, fw: Framework, w: Workload, tp: int, head_unit: float) -> float:

@@ -18,6 +18,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.frameworks import ckpt_every, find_framework
 from gpuwise.catalog.hardware import node_fabric
 from gpuwise.catalog.params import ParamBreakdown, count_params
+from gpuwise.estimate.activations import sdpa_kv_dim
 from gpuwise.estimate.breakdown import MemoryResult
 from gpuwise.estimate.links import Rates, allgather_seconds, allreduce_seconds, efficiency_table, host_memory_bandwidth
 from gpuwise.estimate.memory_train import held_share
@@ -357,13 +358,6 @@ def _ep_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
     return (4 + 2 * re_share) * moe_layers * one
 
 
-def _cp_kv_dim(model: ModelArch, w: Workload) -> int:
-    """Width of the K and V that context parallelism moves and accumulates: the model's KV width, or the
-    query width where the model code repeats K/V to every query head before SDPA (frameworks.toml
-    sdpa_repeats_kv: torchtitan's repeat_kv), since torch's context_parallel works on SDPA's inputs."""
-    return model.q_dim if find_framework(w.framework).sdpa_repeats_kv else model.kv_dim
-
-
 def _cp_attention_shares(model: ModelArch, w: Workload) -> tuple[float, float]:
     """(forward, recomputed forward) shares of a micro-batch's attention seconds (forward, backward and
     recompute together): the ring runs inside SDPA, so a recomputed forward repeats it only where the
@@ -381,14 +375,14 @@ def _cp_merge_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, la
     """torch context_parallel (cp_kind allgather) merges the cp partial results of each attention forward
     and accumulates its gradients in fp32, outside the kernel: memory-bound seconds of one micro-batch on
     the slowest rank ([training_attention] cp_merge_bytes), again in each recomputed SDPA forward. The K/V
-    elements are counted at the width SDPA gets (_cp_kv_dim: repeated to every head under torchtitan's
+    elements are counted at the width SDPA gets (activations.sdpa_kv_dim: repeated to every head under torchtitan's
     repeat_kv)."""
     cp = d.cp
     if cp <= 1 or d.cp_kind != "allgather":
         return 0.0
     b = efficiency_table()["training_attention"]["cp_merge_bytes"]
     q = lay.tokens_mb * model.q_dim / lay.tp  # this rank's attention output elements, its TP heads
-    kv = 2 * lay.tokens_mb * _cp_kv_dim(model, w) / lay.tp  # its K and V elements
+    kv = 2 * lay.tokens_mb * sdpa_kv_dim(model, w) / lay.tp  # its K and V elements
     fwd = q * (b["merge_step"] * (cp - 1) + b["merge_once"]) + kv * b["kv_cat_step"] * (cp - 1)
     bwd = q * (b["grad_step"] * cp + b["grad_once"]) + kv * b["kv_grad_step"] * (cp - 1)
     re_attn = _cp_attention_shares(model, w)[1]
@@ -399,7 +393,7 @@ def _cp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
                 nic_per_gpu: float) -> tuple[float, float]:
     """Context parallelism, one micro-batch on one rank: (total, exposed) seconds of moving keys and values
     between the cp ranks of every layer, forward, backward and a recomputed forward (where the policy
-    recomputes SDPA). K and V at the width SDPA gets (_cp_kv_dim). The cp ranks sit next to the TP ranks
+    recomputes SDPA). K and V at the width SDPA gets (activations.sdpa_kv_dim). The cp ranks sit next to the TP ranks
     (torchtitan's mesh [pp, dp_replicate, dp_shard, cp, tp], parallel_dims.py@9dec370; Megatron's order
     tp-cp-ep-dp-pp): inside the node while tp x cp fits in it, else at the NIC's rate. `attention`: the
     micro-batch's attention seconds, forward, backward and recompute; each of the cp blocks is 1/cp of it.
@@ -422,7 +416,7 @@ def _cp_seconds(model: ModelArch, w: Workload, d: Deployment, r: Rates, lay: _La
         return 0.0, 0.0
     bw = r.link_busbw if lay.tp * cp <= d.gpus else min(r.link_busbw, nic_per_gpu)
     lat = r.link_latency
-    kv = lay.tokens_mb * _cp_kv_dim(model, w) * 2.0 / lay.tp  # bf16 K (or V) of this rank's tokens, its TP heads
+    kv = lay.tokens_mb * sdpa_kv_dim(model, w) * 2.0 / lay.tp  # bf16 K (or V) of this rank's tokens, its TP heads
     q = lay.tokens_mb * model.q_dim * 2.0 / lay.tp
     layers = model.num_layers / lay.pp
     fwd_share, re_attn = _cp_attention_shares(model, w)
