@@ -331,9 +331,16 @@ def _states(model: ModelArch, fw: Framework, w: Workload, d: Deployment, tp: int
     # FSDP the head is its own unit (torchtune custom_sharded_layers) whose gradient is reduce-scattered
     # only after that last chunk, so it is whole while the chunks are alive
     whole = d.zero == 3 and dp > 1 and w.loss == "chunked" or fsdp1_root
-    head = 0.0 if peft else model.vocab_size * model.hidden_size * grad_bytes / split / (1 if whole else z2)
+    # A fused loss makes the head's whole gradient in its forward: torch.zeros_like(weight) of the weight it
+    # is handed (gathered, under ZeRO-3 / FSDP), filled chunk by chunk and saved for backward, so it is a new
+    # tensor beside gradients accumulated over earlier micro-batches (linkedin/Liger-Kernel src/liger_kernel/
+    # ops/fused_linear_cross_entropy.py@00eba634 fused_linear_cross_entropy_forward: grad_weight = torch.
+    # zeros_like(weight) when the weight needs its gradient, in its dtype unless accum_dtype is asked;
+    # unslothai/unsloth-zoo fused_losses UnslothFusedLoss.forward: grad_lm_head = torch.zeros_like(lm_head_weight))
+    made_whole = whole or w.loss == "fused"
+    head = 0.0 if peft else model.vocab_size * model.hidden_size * grad_bytes / split / (1 if made_whole else z2)
     if peft and "lm_head" in w.modules_to_save:  # the trained copy of the head: its gradient, made in the loss
-        head = model.vocab_size * model.hidden_size * sp.grad / split / (1 if whole else z2)
+        head = model.vocab_size * model.hidden_size * sp.grad / split / (1 if made_whole else z2)
     # torch.optim.AdamW's multi-tensor path (the HF Trainer's adamw_torch below transformers 4.54, or on
     # torch < 2.8) makes one intermediate the size of the second moments of a parameter group,
     # exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), alive beside the states and gradients until the
@@ -464,7 +471,8 @@ def train_memory(model: ModelArch, w: Workload, d: Deployment) -> MemoryResult:
     carried = st.gradients if w.grad_accum > 1 else 0.0  # accumulated grads live through the next forward
 
     def step_phases(kept: float, loss: float, named: float) -> tuple[float, float, float]:
-        return (persistent + carried + kept + loss + (st.head_grad if not carried else 0.0),  # the loss
+        beside = not carried or w.loss == "fused"  # else the head's gradient is summed into the carried one
+        return (persistent + carried + kept + loss + (st.head_grad if beside else 0.0),  # the loss
                 # backward: acts freed as grads grow, beside the unit being reduced
                 persistent + max(carried + kept + recompute + transient, st.gradients) + st.reducing + named,
                 persistent + st.gradients + st.step_temp + named)  # optimizer step
