@@ -121,8 +121,11 @@ def test_vllm_asks_no_on_the_fly_quantization_of_an_fp8_checkpoint() -> None:
     assert "--quantization" not in args
 
 
-def test_vllm_notes_that_int4_weights_need_a_quantized_checkpoint() -> None:
-    assert emit(make(INFER, weights="int4"), "vllm").startswith("# The plan assumes int4")
+def test_vllm_refuses_int4_weights_on_the_presets_16bit_checkpoint() -> None:
+    # the plan dict says nothing of `quantization` (as plans saved before the field did): the loader
+    # recomputes it from the preset, so the export refuses instead of serving the bf16 repo
+    with pytest.raises(InputError, match="not stored as int4"):
+        emit(make(INFER, weights="int4"), "vllm")
     assert not emit(make(INFER, weights="int4", workload__hf_id="Qwen/Qwen2.5-7B-AWQ"),
                     "vllm").startswith("#")
 

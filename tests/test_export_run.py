@@ -309,8 +309,9 @@ def test_every_serving_target_carries_the_online_quantization(target: str) -> No
 
 
 @pytest.mark.parametrize("target", ["k8s", "dstack", "skypilot", "docker"])
-def test_every_serving_target_says_an_int4_plan_needs_a_quantized_checkpoint(target: str) -> None:
-    assert "--deploy-model" in comments(emit(make(INFER, weights="int4"), target))
+def test_every_serving_target_refuses_an_int4_plan_on_a_16bit_checkpoint(target: str) -> None:
+    with pytest.raises(InputError, match="--deploy-model"):
+        emit(make(INFER, weights="int4"), target)
 
 
 def test_the_deploy_model_is_what_every_serving_target_starts() -> None:

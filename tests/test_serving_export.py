@@ -71,6 +71,9 @@ def test_sglang_serves_a_nodes_replicas_as_data_parallel() -> None:
 def _trtllm_ready(plan: dict[str, Any]) -> dict[str, Any]:
     """A sample plan TensorRT-LLM can run: no weight offload, and its checkpoint already in the plan's
     format (as --deploy-model names it; TensorRT-LLM quantises nothing as it loads)."""
+    if plan.get("weights") in ("fp8", "int8", "int4"):  # as the user names a pre-quantised checkpoint
+        deployed = plan.get("deploy_model") or plan["workload"].get("hf_id") or plan["workload"]["model"]
+        plan = make(plan, deploy_model=f"{deployed}-{plan['weights'].upper()}")
     return make(plan, parallelism__cpu_offload_gb=0.0, quantization=None)
 
 

@@ -73,6 +73,15 @@ def checkpoint_format(model: ModelArch) -> str:
     return "int4" if q.bits <= 4 else "int8"
 
 
+def pending_format(native: str, fmt: str) -> str | None:
+    """The format a checkpoint stored as `native` must still be put in to serve as `fmt` weights,
+    None when it already is (a 16-bit checkpoint serves bf16 or fp16; GGUF files carry their own)."""
+    if fmt in (native, "auto") or fmt.startswith("gguf") \
+            or (fmt in ("bf16", "fp16") and native in ("bf16", "fp16", "fp32")):
+        return None
+    return fmt
+
+
 def _pattern(text: str) -> re.Pattern[str]:
     """A quantization_config module name as a regex over dotted module paths: 're:<regex>' as
     vLLM/compressed-tensors read it, else the name (globs '*' allowed) matched on whole dotted

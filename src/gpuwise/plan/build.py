@@ -8,7 +8,7 @@ from gpuwise.catalog.arch import ModelArch
 from gpuwise.catalog.cards import Card
 from gpuwise.estimate.ranges import Ranged, estimate_values, ranges_for
 from gpuwise.estimate.serving_rules import tensor_parallel
-from gpuwise.estimate.weights import checkpoint_format
+from gpuwise.estimate.weights import checkpoint_format, pending_format
 from gpuwise.i18n import Text
 from gpuwise.plan.search import Candidate
 from gpuwise.plan.value import CardFacts, Plan
@@ -65,8 +65,7 @@ def _checkpoint(model: ModelArch, c: Candidate, choice: DeployChoices) -> tuple[
         return choice.deploy_model, None, [Text(
             f"Deploys {choice.deploy_model} (--deploy-model), sized as {fmt} weights.",
             f"部署 {choice.deploy_model}（--deploy-model），按 {fmt} 权重估算。")]
-    if c.workload.is_training or fmt in (native, "auto") or fmt.startswith("gguf") \
-            or (fmt in ("bf16", "fp16") and native in ("bf16", "fp16", "fp32")):
+    if c.workload.is_training or pending_format(native, fmt) is None:
         return base, None, []
     if fmt == "fp8" and native in ("bf16", "fp16", "fp32") and c.deployment.engine == "trtllm":
         return base, "fp8", [Text(

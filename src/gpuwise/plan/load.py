@@ -202,6 +202,27 @@ def _counts(d: Mapping[str, Any], par: Mapping[str, Any], training: bool) -> dic
             "tp": tp, "pp": pp, "dp": dp}
 
 
+def _quantization(d: Mapping[str, Any], task: str, model: str, deploy: str, weights: str) -> str | None:
+    """The format the plan's checkpoint still needs (Plan.quantization), checked against the rest of
+    the plan: only the plan's own weight format, never on a training plan, and for a catalog preset
+    deployed as its own checkpoint recomputed from the preset, so an old or edited plan that says
+    null cannot export a 16-bit checkpoint for int4 sizing (the exporters refuse it instead)."""
+    said = _str(d, "quantization", None)
+    if said is not None and (said != weights or task in TRAIN_TASKS):
+        want = "null" if task in TRAIN_TASKS else f"null or the plan's weights ({weights})"
+        want_zh = "null" if task in TRAIN_TASKS else f"null 或方案的权重格式（{weights}）"
+        raise _bad("quantization", said, want, want_zh)
+    if task in TRAIN_TASKS:
+        return None
+    from gpuwise.catalog.presets import find_preset
+    from gpuwise.estimate.weights import checkpoint_format, pending_format
+
+    preset = find_preset(model)
+    if preset is None or preset.hf_id != deploy:  # a hub model or a --deploy-model: the file's word
+        return said
+    return pending_format(checkpoint_format(preset.arch()), weights)
+
+
 def plan_from_dict(d: Any) -> Plan:
     """Check a plan object (as `plan_to_dict` writes it) and build the Plan; InputError if bad."""
     if not isinstance(d, Mapping):
@@ -222,15 +243,16 @@ def plan_from_dict(d: Any) -> Plan:
     if zero > 3:
         raise _bad("parallelism.zero", zero, "0, 1, 2 or 3", "0、1、2 或 3")
     peft = _peft_knobs(work, task)
+    deploy = _str(d, "deploy_model", None) or _str(work, "hf_id", None) or model
+    weights = _str(d, "weights", "auto") or "auto"
     quality = _section(d, "quality")
     sources = quality.get("sources") or []
     return Plan(
         card_facts=_card(d), **_counts(d, par, task in TRAIN_TASKS), task=task, model=model,
-        deploy_model=_str(d, "deploy_model", None) or _str(work, "hf_id", None) or model,
-        weights=_str(d, "weights", "auto") or "auto", zero=zero, fsdp=bool(par.get("fsdp", False)),
+        deploy_model=deploy, weights=weights, zero=zero, fsdp=bool(par.get("fsdp", False)),
         offload=_str(par, "offload", "none", OFFLOADS) or "none",
         cpu_offload_gb=_num(par, "cpu_offload_gb", 0.0, 0.0, 1e6), engine=_str(par, "engine", None),
-        quantization=_str(d, "quantization", None), source=_str(work, "source", "") or "",
+        quantization=_quantization(d, task, model, deploy, weights), source=_str(work, "source", "") or "",
         context=_int(work, "context", None), concurrency=_int(work, "concurrency", None),
         kv_dtype=_str(work, "kv_dtype", "auto") or "auto",
         gpu_memory_utilization=_num(work, "gpu_memory_utilization", 0.9, 0.05, 1.0),
