@@ -181,6 +181,18 @@ def test_megatron_passes_parallelism_batch_recompute_and_fp8() -> None:
     assert {"--bf16", "--use-distributed-optimizer", "--cross-entropy-loss-fusion"} <= set(f)
 
 
+@pytest.mark.parametrize(("zero", "strategy"), [(2, "optim_grads"), (3, "optim_grads_params")])
+def test_megatron_shards_gradients_and_weights_with_megatron_fsdp_not_the_distributed_optimizer_alone(
+        zero: int, strategy: str) -> None:
+    # --use-distributed-optimizer alone is ZeRO-1: a ZeRO-2/3 plan exported with it holds whole gradients
+    # (and weights) on every GPU, more than the plan sized (examples/megatron_fsdp/README.md@fb154fb)
+    f = flags(command(emit(fw(PRETRAIN, "megatron", parallelism__zero=zero), "framework")))
+    assert f["--data-parallel-sharding-strategy"] == strategy and f["--ckpt-format"] == "fsdp_dtensor"
+    assert {"--use-megatron-fsdp", "--use-distributed-optimizer", "--no-gradient-accumulation-fusion"} <= set(f)
+    one = flags(command(emit(fw(PRETRAIN, "megatron", parallelism__zero=1), "framework")))
+    assert "--use-distributed-optimizer" in one and "--use-megatron-fsdp" not in one
+
+
 def test_megatron_full_recompute_every_n_layers_and_refuses_lora() -> None:
     f = flags(command(emit(fw(PRETRAIN, "megatron", workload__grad_ckpt="every-2"), "framework")))
     assert (f["--recompute-granularity"], f["--recompute-method"], f["--recompute-num-layers"]) == \

@@ -23,7 +23,9 @@ SHIPPED_FRAMEWORKS = Path(__file__).resolve().parent.parent / "data" / "framewor
 LOSSES = ("full", "chunked", "fused")
 OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
 # The --zero stage each multi-GPU default sharding amounts to (FSDP / FSDP2 full shard = ZeRO-3)
-SHARDING_ZERO = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3, "fsdp2": 3}
+# zero1/2/3 are DeepSpeed's stages (zero_is_deepspeed); dist-optim is a ZeRO-1 that is not DeepSpeed's:
+# Megatron-Core's --use-distributed-optimizer, NeMo's Apex DistributedFusedAdam
+SHARDING_ZERO = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3, "fsdp2": 3, "dist-optim": 1}
 SHARDING = tuple(SHARDING_ZERO)
 PEAKS = ("allocated", "reserved", "nvidia-smi", "none")
 TRAINING_TASKS = ("lora", "qlora", "full", "pretrain")
@@ -53,7 +55,9 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "optimizer_in_backward": _F("bool", required=True), "optimizer_in_backward_full": _F("bool"),
     "optimizer_full_multi_gpu": _F("str", choices=OPTIMIZERS), "optimizer_in_backward_full_multi_gpu": _F("bool"),
     "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
-    "master_weights": _F("str", required=True, choices=("fp32", "none")),
+    # remainders: the fp32 master held as the bf16 weight plus a 16-bit remainder a parameter (Apex
+    # DistributedFusedAdam store_param_remainders), 2 bytes beside the weight instead of 4
+    "master_weights": _F("str", required=True, choices=("fp32", "remainders", "none")),
     "master_weights_full": _F("str", choices=("fp32", "none")),
     "master_weights_full_sharded": _F("str", choices=("fp32", "none")),
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
@@ -183,7 +187,8 @@ class Framework:
 
 
 def master_weights_for(fw: Framework, task: str, sharded: bool = False) -> str:
-    """fp32 (a master copy in the optimizer) or none (pure bf16) for this task; `sharded`: under
+    """fp32 (a master copy in the optimizer), remainders (its low 16 bits beside the bf16 weight) or none
+    (pure bf16) for this task; `sharded`: under
     ZeRO/FSDP, where a framework's launcher upcasts the trainable weights (accelerate's FSDP path)."""
     full = task in ("full", "pretrain")
     if full and sharded and fw.master_weights_full_sharded:

@@ -141,13 +141,18 @@ class Precision:
     optimizer: float  # states only
 
 
+# Bytes a parameter of the fp32 master beside 16-bit weights: a copy, or the 16 bits bf16 drops (the
+# weight's own bits are the rest; Apex DistributedFusedAdam store_param_remainders, int16 shards)
+_MASTER_BYTES = {"fp32": 4.0, "remainders": 2.0, "none": 0.0}
+
+
 def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> Precision:
     if peft:
         param = 4.0 if fw.adapter_dtype == "fp32" else 2.0
-        master = 4.0 if param == 2.0 and fw.master_weights == "fp32" else 0.0
+        master = _MASTER_BYTES[fw.master_weights] if param == 2.0 else 0.0
     else:  # FSDP2 fp32 sharded params are their own master; otherwise bf16 weights + optional fp32 master
         param = 4.0 if fw.fp32_sharded_params else 2.0
-        master = 4.0 if param == 2.0 and master_weights_for(fw, w.task, sharded) == "fp32" else 0.0
+        master = _MASTER_BYTES[master_weights_for(fw, w.task, sharded)] if param == 2.0 else 0.0
     updated = 4.0 if param == 4.0 or master else 2.0  # the dtype the optimizer steps, and its states take
     # fp32 gradients where the framework accumulates them in fp32 beside an fp32 copy (Megatron's
     # main_grad) or shards fp32 params (FSDP2); a pure-bf16 full fine-tune keeps bf16 gradients

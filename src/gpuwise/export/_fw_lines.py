@@ -210,6 +210,22 @@ def _recompute(plan: Plan) -> list[str]:
             "--recompute-num-layers", every]
 
 
+# ZeRO stage -> Megatron-LM flags. --use-distributed-optimizer alone shards the optimizer states and main
+# params (ZeRO-1); gradients and weights shard only under Megatron-FSDP, whose 'Required Configurations'
+# are these five flags with --data-parallel-sharding-strategy optim_grads (ZeRO-2) or optim_grads_params
+# (ZeRO-3) (NVIDIA/Megatron-LM examples/megatron_fsdp/README.md@fb154fb353211ca1fbeedc6dbbff221afbcbf7b2).
+_MEGATRON_FSDP = {2: "optim_grads", 3: "optim_grads_params"}
+
+
+def _megatron_sharding(stage: int) -> list[str]:
+    if stage == 0:
+        return []
+    if stage == 1:
+        return ["--use-distributed-optimizer"]
+    return ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", _MEGATRON_FSDP[stage],
+            "--no-gradient-accumulation-fusion", "--use-distributed-optimizer", "--ckpt-format", "fsdp_dtensor"]
+
+
 def megatron_tokens(plan: Plan) -> list[str]:
     if adapters(plan):
         raise refuse(plan, f"Megatron-LM's {MEGATRON_SCRIPT} trains every weight; LoRA is not in it. "
@@ -231,8 +247,7 @@ def megatron_tokens(plan: Plan) -> list[str]:
          "--seq-length", str(seq_len(plan)), "--max-position-embeddings", str(seq_len(plan)),
          *_recompute(plan), f"--{half_precision(plan)}",
          "--optimizer", "sgd" if plan.optimizer == "sgd" else "adam"]
-    if zero_stage(plan):
-        t.append("--use-distributed-optimizer")
+    t += _megatron_sharding(zero_stage(plan))
     if plan.tp > 1:
         t.append("--sequence-parallel")
     if plan.loss == "fused":
