@@ -188,8 +188,8 @@ class Framework:
 
 def master_weights_for(fw: Framework, task: str, sharded: bool = False) -> str:
     """fp32 (a master copy in the optimizer), remainders (its low 16 bits beside the bf16 weight) or none
-    (pure bf16) for this task; `sharded`: under
-    ZeRO/FSDP, where a framework's launcher upcasts the trainable weights (accelerate's FSDP path)."""
+    (pure bf16) for this task; `sharded`: under ZeRO/FSDP, where a framework's launcher upcasts the
+    trainable weights (accelerate's FSDP path)."""
     full = task in ("full", "pretrain")
     if full and sharded and fw.master_weights_full_sharded:
         return fw.master_weights_full_sharded
