@@ -267,7 +267,9 @@ def megatron_emit(plan: Plan) -> str:
         notes.append(f"Megatron has no {plan.optimizer}: its adam (decoupled weight decay) stands in.")
     if plan.float8:
         notes.append("--fp8-format needs Transformer Engine.")
-    if zero_stage(plan) == 3:
-        notes.append("The distributed optimizer shards optimizer state and gradients (ZeRO-2), not weights.")
+    if zero_stage(plan) >= 2:
+        what = "gradients and weights" if zero_stage(plan) == 3 else "gradients"
+        notes.append(f"Megatron-FSDP (--use-megatron-fsdp) shards the {what} as the plan does; it saves "
+                     "fsdp_dtensor checkpoints (examples/megatron_fsdp).")
     notes += multinode_note(plan)
     return "\n".join([*comments(notes), shell_join(megatron_tokens(plan))]) + "\n"
