@@ -28,6 +28,9 @@ OPTIMIZERS = ("adamw", "adamw8bit", "paged-adamw8bit", "sgd", "adafactor")
 SHARDING_ZERO = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3, "fsdp2": 3, "dist-optim": 1}
 SHARDING = tuple(SHARDING_ZERO)
 PEAKS = ("allocated", "reserved", "nvidia-smi", "none")
+# The fp32 master beside 16-bit weights: a copy; remainders, the bf16 weight plus a 16-bit remainder a
+# parameter (Apex DistributedFusedAdam store_param_remainders), 2 bytes instead of 4; none: pure bf16
+MASTER_WEIGHTS = ("fp32", "remainders", "none")
 TRAINING_TASKS = ("lora", "qlora", "full", "pretrain")
 _EVERY = re.compile(r"^every-([1-9][0-9]?)$")
 FIXES = ("fix_checkpointing", "fix_activation_offload", "fix_fused_loss", "fix_8bit_optimizer",
@@ -55,11 +58,9 @@ FRAMEWORK_FIELDS: dict[str, FieldSpec] = {
     "optimizer_in_backward": _F("bool", required=True), "optimizer_in_backward_full": _F("bool"),
     "optimizer_full_multi_gpu": _F("str", choices=OPTIMIZERS), "optimizer_in_backward_full_multi_gpu": _F("bool"),
     "adapter_dtype": _F("str", required=True, choices=("fp32", "bf16")),
-    # remainders: the fp32 master held as the bf16 weight plus a 16-bit remainder a parameter (Apex
-    # DistributedFusedAdam store_param_remainders), 2 bytes beside the weight instead of 4
-    "master_weights": _F("str", required=True, choices=("fp32", "remainders", "none")),
-    "master_weights_full": _F("str", choices=("fp32", "none")),
-    "master_weights_full_sharded": _F("str", choices=("fp32", "none")),
+    "master_weights": _F("str", required=True, choices=MASTER_WEIGHTS),
+    "master_weights_full": _F("str", choices=MASTER_WEIGHTS),
+    "master_weights_full_sharded": _F("str", choices=MASTER_WEIGHTS),
     "grads_dtype": _F("str", required=True, choices=("bf16", "fp32")),
     "sharding": _F("str", required=True, choices=SHARDING), "fp32_sharded_params": _F("bool", required=True),
     "qlora_fsdp": _F("bool", required=True), "packing": _F("bool", required=True), "padding_free": _F("bool"),

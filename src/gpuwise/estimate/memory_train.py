@@ -148,11 +148,10 @@ _MASTER_BYTES = {"fp32": 4.0, "remainders": 2.0, "none": 0.0}
 
 def precision(fw: Framework, w: Workload, peft: bool, sharded: bool = False) -> Precision:
     if peft:
-        param = 4.0 if fw.adapter_dtype == "fp32" else 2.0
-        master = _MASTER_BYTES[fw.master_weights] if param == 2.0 else 0.0
+        param, kind = (4.0 if fw.adapter_dtype == "fp32" else 2.0), fw.master_weights
     else:  # FSDP2 fp32 sharded params are their own master; otherwise bf16 weights + optional fp32 master
-        param = 4.0 if fw.fp32_sharded_params else 2.0
-        master = _MASTER_BYTES[master_weights_for(fw, w.task, sharded)] if param == 2.0 else 0.0
+        param, kind = (4.0 if fw.fp32_sharded_params else 2.0), master_weights_for(fw, w.task, sharded)
+    master = _MASTER_BYTES[kind] if param == 2.0 else 0.0
     updated = 4.0 if param == 4.0 or master else 2.0  # the dtype the optimizer steps, and its states take
     # fp32 gradients where the framework accumulates them in fp32 beside an fp32 copy (Megatron's
     # main_grad) or shards fp32 params (FSDP2); a pure-bf16 full fine-tune keeps bf16 gradients
